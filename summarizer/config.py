@@ -1,0 +1,164 @@
+"""Compaction configuration: the public contract of keyword names shared by every entry point.
+
+``CompactionConfig`` holds what a user sets; ``resolve_budget`` turns it, the model's registry
+entry and one request into the concrete token figures a compaction works with.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .errors import ConfigurationError
+from .messages import tool_names
+from .model_limits import ModelLimits, lookup_limits
+
+
+class PinRule(BaseModel):
+    """Keep every message matching this rule verbatim (with its whole unit).
+
+    A rule matches when *all* its set fields match: ``role`` (exact), ``tool`` (a tool name the
+    message calls or answers), ``pattern`` (a regular expression searched in the message text).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    role: str | None = None
+    tool: str | None = None
+    pattern: str | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> PinRule:
+        if self.role is None and self.tool is None and self.pattern is None:
+            raise ValueError("a pin rule needs at least one of role, tool, pattern")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid pin pattern {self.pattern!r}: {exc}") from exc
+        return self
+
+    def matches(self, message: Mapping[str, Any], text: str, answered_tool: str | None) -> bool:
+        """Whether ``message`` (whose text is ``text``) is pinned by this rule."""
+        if self.role is not None and message.get("role") != self.role:
+            return False
+        if self.tool is not None:
+            called = tool_names(message)
+            if self.tool not in called and answered_tool != self.tool:
+                return False
+        return self.pattern is None or re.search(self.pattern, text) is not None
+
+
+class CompactionConfig(BaseModel):
+    """When to compact and what to keep. Keyword names are part of the public contract.
+
+    Ratios are fractions of the *usable* window: ``context_window - reserve_output_tokens``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    context_window: int | None = Field(default=None, gt=0)
+    """Tokens the model accepts; default from the model registry."""
+    trigger_ratio: float = Field(default=0.8, gt=0, le=1)
+    """Compact when the request would exceed this share of the usable window."""
+    target_ratio: float = Field(default=0.4, gt=0, le=1)
+    """A compaction must bring the request under this share of the usable window."""
+    keep_recent_tokens: int = Field(default=2_000, ge=0)
+    """Newest units kept verbatim, up to this many tokens."""
+    max_summary_tokens: int = Field(default=2_000, gt=0)
+    """Completion cap of the summary request."""
+    reserve_output_tokens: int | None = Field(default=None, ge=0)
+    """Room kept for the reply; default: the request's max_completion_tokens/max_tokens, else
+    the model's output limit capped at a quarter of the window."""
+    pin: tuple[PinRule, ...] = ()
+    """Rules that keep messages verbatim."""
+    summary_model: str | None = None
+    """Model that writes summaries; default the request's own model."""
+    ledger_max_tokens: int = Field(default=600, ge=0)
+    """Bound on the fact ledger appended to each summary."""
+    min_summary_score: float = Field(default=0.0, ge=0, le=1)
+    """Below this fact score the summary is retried once with a stricter instruction."""
+    tokenizer: str | None = None
+    """A tiktoken encoding name, ``"approximate"`` (explicit opt-in), or None to choose by model."""
+    model_limits: dict[str, ModelLimits] = Field(default_factory=dict)
+    """Registry additions or overrides, by model-name prefix."""
+    encodings: dict[str, str] = Field(default_factory=dict)
+    """tiktoken encoding per model-name prefix, for models the built-in table does not know."""
+    prompt_version: str = "v1"
+    """Which version of the prompts in ``prompts/`` to use."""
+    on_failure: Literal["fallback", "raise"] = "fallback"
+    """When summarization fails: compact deterministically (``fallback``) or raise."""
+
+    @field_validator("pin", mode="before")
+    @classmethod
+    def _coerce_pins(cls, value: Any) -> Any:
+        if isinstance(value, (PinRule, Mapping)):
+            return (value,)
+        return value
+
+    @model_validator(mode="after")
+    def _ratios(self) -> CompactionConfig:
+        if self.target_ratio >= self.trigger_ratio:
+            raise ValueError(
+                f"target_ratio ({self.target_ratio}) must be below trigger_ratio "
+                f"({self.trigger_ratio}): a compaction has to leave room before the next one"
+            )
+        return self
+
+
+class Budget(BaseModel):
+    """The concrete token figures for one request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    context_window: int
+    reserve_output_tokens: int
+    trigger_tokens: int
+    target_tokens: int
+
+    @property
+    def usable(self) -> int:
+        """Window minus the reply reserve."""
+        return self.context_window - self.reserve_output_tokens
+
+
+def requested_output_tokens(body: Mapping[str, Any]) -> int | None:
+    """The completion cap a request asks for, if any."""
+    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def resolve_budget(
+    config: CompactionConfig, model: str, *, requested_output: int | None = None
+) -> Budget:
+    """Token figures for a request to ``model``; raises ``UnknownModelError`` when unknowable."""
+    limits: ModelLimits | None = None
+    if config.context_window is None or (
+        config.reserve_output_tokens is None and requested_output is None
+    ):
+        limits = lookup_limits(model, config.model_limits)
+    window = config.context_window if config.context_window is not None else limits.context_window  # type: ignore[union-attr]
+    if config.reserve_output_tokens is not None:
+        reserve = config.reserve_output_tokens
+    elif requested_output is not None:
+        reserve = requested_output
+    else:
+        assert limits is not None
+        reserve = min(limits.max_output_tokens, window // 4)
+    if reserve >= window:
+        raise ConfigurationError(
+            f"reply reserve of {reserve} tokens leaves nothing of the {window}-token window"
+        )
+    usable = window - reserve
+    return Budget(
+        context_window=window,
+        reserve_output_tokens=reserve,
+        trigger_tokens=int(usable * config.trigger_ratio),
+        target_tokens=int(usable * config.target_ratio),
+    )

@@ -1,0 +1,562 @@
+"""The context engine: from the raw messages an agent sends to the messages worth sending.
+
+``ContextEngine.steps`` is a generator and performs no I/O of its own except through the store: it
+*yields* a ``SummarizeCall`` when it needs the model to summarize and receives a
+``SummaryOutcome`` back. ``drive_sync`` and ``drive_async`` are the two small drivers that perform
+those calls, so sync and async callers share every decision.
+
+The invariant it keeps: between two compactions, the messages it returns for a growing
+conversation are append-only (each request's messages begin with the previous request's messages,
+byte for byte), because every request is rewritten from the same stored checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .checkpoints import Checkpoint
+from .config import Budget, CompactionConfig, requested_output_tokens, resolve_budget
+from .errors import BudgetExceeded, SummaryFailed
+from .facts import Fact, extract_facts, merge_ledger, render_ledger, score_summary
+from .messages import Message, chain_step, message_digest, validate_messages
+from .planner import Plan, ViewItem, plan_compaction, summary_request_end
+from .prompts import render_prompt
+from .results import (
+    CompactionEvent,
+    PrepareResult,
+    SummarizeCall,
+    SummaryOutcome,
+    TokenReport,
+    Trigger,
+)
+from .stores import Store
+from .summary_request import (
+    build_summary_request,
+    cut_at_sentence,
+    strict_instruction,
+    summary_instruction,
+    summary_message,
+    summary_problem,
+)
+from .tokens import Calibration, TokenCounter, make_counter
+
+logger = logging.getLogger("summarizer")
+
+Steps = Generator[SummarizeCall, SummaryOutcome, PrepareResult]
+FRAME_TOKENS = 120
+"""Allowance for the summary message's framing text and overhead."""
+
+
+@dataclass
+class _ChainEntry:
+    messages: list[Message]
+    digests: list[str]
+    chain: list[str]
+
+
+class ChainCache:
+    """Digests and prefix hashes of recent conversations, extended incrementally.
+
+    A conversation that extends one seen before reuses its hashes, so each request costs time in
+    proportion to what is new (plus a C-speed equality check of the shared prefix).
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._entries: OrderedDict[str, _ChainEntry] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def digests_and_chain(self, messages: Sequence[Message]) -> tuple[list[str], list[str]]:
+        """Per-message digests and the prefix chain of ``messages``."""
+        if not messages:
+            return [], []
+        first = message_digest(messages[0])
+        with self._lock:
+            entry = self._entries.get(first)
+            if entry is not None:
+                self._entries.move_to_end(first)
+        shared = 0
+        if entry is not None:
+            limit = min(len(entry.messages), len(messages))
+            while shared < limit and (
+                entry.messages[shared] is messages[shared]
+                or entry.messages[shared] == messages[shared]
+            ):
+                shared += 1
+        digests = list(entry.digests[:shared]) if entry else []
+        chain = list(entry.chain[:shared]) if entry else []
+        current = chain[-1] if chain else ""
+        for message in messages[shared:]:
+            digest = message_digest(message)
+            digests.append(digest)
+            current = chain_step(current, digest)
+            chain.append(current)
+        with self._lock:
+            self._entries[first] = _ChainEntry(list(messages), digests, chain)
+            self._entries.move_to_end(first)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return digests, chain
+
+
+class TokenCache:
+    """Token counts of messages by (encoding, digest); bounded LRU, thread-safe."""
+
+    def __init__(self, size: int = 200_000) -> None:
+        self._counts: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def count(self, counter: TokenCounter, message: Mapping[str, Any], digest: str) -> int:
+        """Tokens of ``message``, counted once per digest."""
+        key = (counter.name, digest)
+        with self._lock:
+            cached = self._counts.get(key)
+            if cached is not None:
+                self._counts.move_to_end(key)
+                return cached
+        tokens = counter.count_message(message)
+        with self._lock:
+            self._counts[key] = tokens
+            if len(self._counts) > self._size:
+                self._counts.popitem(last=False)
+        return tokens
+
+
+@dataclass
+class _Located:
+    """A request resolved against the store: its view and its size."""
+
+    session: str
+    messages: list[Message]
+    model: str
+    tools: list[Mapping[str, Any]] | None
+    request: Mapping[str, Any]
+    budget: Budget
+    counter: TokenCounter
+    checkpoint: Checkpoint | None
+    view: list[ViewItem]
+    fixed_tokens: int
+    raw_tokens: int
+    calibrated_tokens: int
+
+    def report(self, raw_tokens: int, calibrated: int) -> TokenReport:
+        return TokenReport(
+            estimated_tokens=calibrated,
+            raw_estimated_tokens=raw_tokens,
+            context_window=self.budget.context_window,
+            reserve_output_tokens=self.budget.reserve_output_tokens,
+            trigger_tokens=self.budget.trigger_tokens,
+            target_tokens=self.budget.target_tokens,
+        )
+
+
+class ContextEngine:
+    """Decides, for each request, what to send; keeps checkpoints in a ``Store``."""
+
+    def __init__(
+        self,
+        config: CompactionConfig,
+        store: Store,
+        *,
+        namespace: str = "",
+        calibration: Calibration | None = None,
+        on_compaction: Callable[[CompactionEvent], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.namespace = namespace
+        self.calibration = calibration or Calibration()
+        self.on_compaction = on_compaction
+        self._chains = ChainCache()
+        self._tokens = TokenCache()
+        self._latest: dict[str, Checkpoint] = {}
+        self._latest_lock = threading.Lock()
+
+    # -- locating -----------------------------------------------------------------------------
+
+    def locate(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        session: str | None = None,
+        request: Mapping[str, Any] | None = None,
+    ) -> _Located:
+        """Validate ``messages``, find their checkpoint and measure the resulting view."""
+        raw = validate_messages(list(messages) if not isinstance(messages, list) else messages)
+        request = request or {}
+        budget = resolve_budget(
+            self.config, model, requested_output=requested_output_tokens(request)
+        )
+        counter = make_counter(
+            model, tokenizer=self.config.tokenizer, encoding_overrides=self.config.encodings
+        )
+        digests, chain = self._chains.digests_and_chain(raw)
+        session_key = session or self._derive_session(raw, chain)
+        checkpoint = self._find_checkpoint(session_key, chain)
+        view = self._view(raw, digests, checkpoint, counter)
+        fixed = counter.count_tools(tools) + 3
+        raw_tokens = fixed + sum(item.tokens for item in view)
+        return _Located(
+            session=session_key,
+            messages=raw,
+            model=model,
+            tools=list(tools) if tools else None,
+            request=request,
+            budget=budget,
+            counter=counter,
+            checkpoint=checkpoint,
+            view=view,
+            fixed_tokens=fixed,
+            raw_tokens=raw_tokens,
+            calibrated_tokens=self.calibration.apply(model, raw_tokens),
+        )
+
+    def _derive_session(self, raw: Sequence[Message], chain: Sequence[str]) -> str:
+        for index, message in enumerate(raw):
+            if message.get("role") == "user":
+                return "auto-" + chain[index][:20]
+        return "auto-" + chain[0][:20]
+
+    def _find_checkpoint(self, session: str, chain: Sequence[str]) -> Checkpoint | None:
+        with self._latest_lock:
+            known = self._latest.get(session)
+        start = 0
+        if known is not None:
+            k = known.covered_count
+            if k <= len(chain) and chain[k - 1] == known.covered_prefix_hash:
+                start = k  # a newer checkpoint must cover more than this one
+            else:
+                known = None
+        candidates = {chain[i]: i + 1 for i in range(start, len(chain))}
+        found = self.store.find_latest(self.namespace, candidates) if candidates else None
+        best = found if found is not None else known
+        if best is not None:
+            with self._latest_lock:
+                self._latest[session] = best
+        return best
+
+    def _view(
+        self,
+        raw: Sequence[Message],
+        digests: Sequence[str],
+        checkpoint: Checkpoint | None,
+        counter: TokenCounter,
+    ) -> list[ViewItem]:
+        def item(index: int | None) -> ViewItem:
+            if index is None:
+                assert checkpoint is not None and checkpoint.summary_message is not None
+                message = checkpoint.summary_message
+                digest = message_digest(message)
+            elif checkpoint is not None and index in checkpoint.overrides:
+                message = checkpoint.overrides[index]
+                digest = message_digest(message)
+            else:
+                message, digest = raw[index], digests[index]
+            return ViewItem(message, index, self._tokens.count(counter, message, digest))
+
+        layout = checkpoint.layout(len(raw)) if checkpoint is not None else range(len(raw))
+        return [item(i) for i in layout]
+
+    # -- deciding -----------------------------------------------------------------------------
+
+    def needs_compaction(self, located: _Located) -> bool:
+        """Whether the located request is over the trigger."""
+        return located.calibrated_tokens > located.budget.trigger_tokens
+
+    def unchanged(self, located: _Located) -> PrepareResult:
+        """The result for a request sent as its view, with no new compaction."""
+        return PrepareResult(
+            messages=[item.message for item in located.view],
+            compacted=False,
+            rewritten=located.checkpoint is not None,
+            session=located.session,
+            checkpoint_id=located.checkpoint.id if located.checkpoint else None,
+            report=located.report(located.raw_tokens, located.calibrated_tokens),
+        )
+
+    def steps(self, located: _Located, *, trigger: Trigger = "threshold") -> Steps:
+        """Compact ``located``: yields summary calls, returns what to send."""
+        started = time.monotonic()
+        config = self.config
+        budget = located.budget
+        ratio = self.calibration.ratio(located.model)
+        target = budget.target_tokens
+        if trigger == "context_length_exceeded":
+            target = target // 2
+        plan = plan_compaction(
+            located.view,
+            fixed_tokens=located.fixed_tokens,
+            summary_tokens=config.max_summary_tokens + config.ledger_max_tokens + FRAME_TOKENS,
+            trigger_tokens=int(budget.trigger_tokens / ratio),
+            target_tokens=int(target / ratio),
+            keep_recent_tokens=config.keep_recent_tokens,
+            pins=config.pin,
+            count=located.counter.count_message,
+            prompt_version=config.prompt_version,
+        )
+        previous = located.checkpoint
+        ledger = self._ledger(located, plan)
+        summary_text: str | None = None
+        failure: str | None = None
+        score: float | None = None
+        outcome: SummaryOutcome | None = None
+        if plan.needs_summary:
+            summary_text, score, failure, outcome = yield from self._summarize(
+                located, plan, ledger
+            )
+            if summary_text is None:
+                if config.on_failure == "raise":
+                    raise SummaryFailed(f"summarization failed: {failure}")
+                if located.calibrated_tokens <= budget.usable:
+                    logger.warning(
+                        "summary failed (%s); request sent unchanged since it still fits", failure
+                    )
+                    return self.unchanged(located)
+                summary_text = render_prompt(
+                    "fallback_summary",
+                    config.prompt_version,
+                    reason=failure,
+                    message_count=len(plan.span),
+                    original_tokens=sum(located.view[i].tokens for i in plan.span),
+                )
+                score = None
+        checkpoint = self._checkpoint(located, plan, summary_text, ledger, score, failure, trigger)
+        new_view = self._view(
+            located.messages, self._chains.digests_and_chain(located.messages)[0], checkpoint,
+            located.counter,
+        )
+        tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
+        tokens_after = self.calibration.apply(located.model, tokens_after_raw)
+        if tokens_after > budget.usable:
+            raise BudgetExceeded(
+                required_tokens=tokens_after,
+                budget_tokens=budget.usable,
+                detail="the compacted request would not leave room for the reply",
+            )
+        checkpoint = checkpoint.model_copy(update={"tokens_after": tokens_after})
+        self.store.put(checkpoint)
+        with self._latest_lock:
+            self._latest[located.session] = checkpoint
+        event = CompactionEvent(
+            session=located.session,
+            checkpoint_id=checkpoint.id,
+            trigger=trigger,
+            tokens_before=located.calibrated_tokens,
+            tokens_after=tokens_after,
+            summary=summary_text or "",
+            ledger_size=len(ledger),
+            score=score,
+            latency_s=time.monotonic() - started,
+            cut=(previous.covered_count if previous else 0, checkpoint.covered_count),
+            kept_indices=list(checkpoint.kept_indices),
+            degraded=list(plan.degraded),
+            failure=failure,
+            summary_prompt_tokens=outcome.prompt_tokens if outcome else None,
+            summary_cached_tokens=outcome.cached_tokens if outcome else None,
+        )
+        logger.info(
+            "compacted session %s: %d -> %d tokens, score %s, trigger %s%s",
+            located.session,
+            event.tokens_before,
+            event.tokens_after,
+            "n/a" if score is None else f"{score:.2f}",
+            trigger,
+            f", failure: {failure}" if failure else "",
+        )
+        if self.on_compaction is not None:
+            self.on_compaction(event)
+        return PrepareResult(
+            messages=[item.message for item in new_view],
+            compacted=True,
+            rewritten=True,
+            session=located.session,
+            checkpoint_id=checkpoint.id,
+            report=located.report(tokens_after_raw, tokens_after),
+            event=event,
+        )
+
+    def _ledger(self, located: _Located, plan: Plan) -> list[Fact]:
+        previous = [Fact.model_validate(f) for f in located.checkpoint.ledger] if (
+            located.checkpoint
+        ) else []
+        raw_span = [
+            located.messages[index]
+            for i in plan.span
+            if (index := located.view[i].raw_index) is not None
+        ]
+        return merge_ledger(
+            previous,
+            extract_facts(raw_span),
+            max_tokens=self.config.ledger_max_tokens,
+            count_tokens=located.counter.count_text,
+        )
+
+    def _summarize(
+        self, located: _Located, plan: Plan, ledger: list[Fact]
+    ) -> Generator[
+        SummarizeCall, SummaryOutcome, tuple[str | None, float | None, str | None, SummaryOutcome]
+    ]:
+        config = self.config
+        counter = located.counter
+        instruction = summary_instruction(config.prompt_version)
+        room = (
+            located.budget.context_window
+            - config.max_summary_tokens
+            - counter.count_text(instruction)
+            - 64
+        )
+        end = summary_request_end(
+            located.view, plan, fixed_tokens=located.fixed_tokens, room_tokens=room
+        )
+        prefix = [item.message for item in located.view[:end]]
+        cap_key = "max_tokens" if "max_tokens" in located.request else "max_completion_tokens"
+        model = config.summary_model or located.model
+        body = build_summary_request(
+            prefix,
+            model=model,
+            tools=located.tools,
+            max_summary_tokens=config.max_summary_tokens,
+            instruction=instruction,
+            cap_key=cap_key,
+        )
+        outcome = yield SummarizeCall(body=body)
+        text, problem, score = self._judge(outcome, ledger, counter)
+        if problem is None and score is not None and score >= config.min_summary_score:
+            return text, score, None, outcome
+        first = (text, problem, score, outcome)
+        if outcome.error is None:
+            missed = [f.text for f in score_summary(text or "", ledger).missed]
+            strict = strict_instruction(
+                config.prompt_version,
+                max_words=int(config.max_summary_tokens * 0.6),
+                required_facts=missed,
+            )
+            retry_body = dict(body)
+            retry_body["messages"] = [*prefix, {"role": "user", "content": strict}]
+            outcome = yield SummarizeCall(body=retry_body, attempt="strict")
+            second = self._judge(outcome, ledger, counter)
+            text, problem, score = second
+            if problem is None and score is not None and score >= config.min_summary_score:
+                return text, score, None, outcome
+            # Keep the better of the two usable attempts.
+            if first[0] and (not text or (first[2] or 0) > (score or 0)):
+                text, problem, score, outcome = first
+        if text and problem == "too_long":
+            text = cut_at_sentence(text, config.max_summary_tokens, counter.count_text)
+            return text, score_summary(text, ledger).recall, None, outcome
+        if text and problem is None:
+            return text, score, None, outcome  # usable, just under min_summary_score
+        reason = outcome.error or problem or "unusable summary"
+        return None, None, reason, outcome
+
+    def _judge(
+        self, outcome: SummaryOutcome, ledger: Sequence[Fact], counter: TokenCounter
+    ) -> tuple[str | None, str | None, float | None]:
+        if outcome.error is not None:
+            return None, "error", None
+        text = (outcome.text or "").strip()
+        tokens = counter.count_text(text) if text else 0
+        problem = summary_problem(
+            text, outcome.finish_reason, max_tokens=self.config.max_summary_tokens, tokens=tokens
+        )
+        score = score_summary(text, ledger).recall if text else None
+        return (text or None), problem, score
+
+    def _checkpoint(
+        self,
+        located: _Located,
+        plan: Plan,
+        summary_text: str | None,
+        ledger: Sequence[Fact],
+        score: float | None,
+        failure: str | None,
+        trigger: Trigger,
+    ) -> Checkpoint:
+        view = located.view
+        previous = located.checkpoint
+        kept = [view[i].raw_index for i in plan.kept_before]
+        tail = [view[i].raw_index for i in plan.tail]
+        covered = tail[0] if tail else len(located.messages)
+        assert all(i is not None for i in kept) and all(i is not None for i in tail)
+        overrides: dict[int, Message] = {}
+        if previous is not None:
+            keep = set(kept) | set(range(covered, len(located.messages)))
+            overrides.update({i: m for i, m in previous.overrides.items() if i in keep})
+        for i, message in plan.overrides.items():
+            raw_index = view[i].raw_index
+            assert raw_index is not None
+            overrides[raw_index] = message
+        if summary_text is not None:
+            message: Message | None = summary_message(
+                summary_text, render_ledger(ledger), self.config.prompt_version
+            )
+        else:
+            message = previous.summary_message if previous is not None else None
+        return Checkpoint(
+            namespace=self.namespace,
+            session=located.session,
+            covered_count=covered,
+            covered_prefix_hash=self._chains.digests_and_chain(located.messages)[1][covered - 1]
+            if covered
+            else "",
+            kept_indices=[i for i in kept if i is not None],
+            summary_message=message,
+            overrides=overrides,
+            summary=summary_text or (previous.summary if previous else ""),
+            ledger=[f.model_dump() for f in ledger],
+            score=score,
+            tokens_before=located.calibrated_tokens,
+            tokens_after=0,
+            model=located.model,
+            summary_model=self.config.summary_model or located.model,
+            trigger=trigger,
+            failure=failure,
+            parent_id=previous.id if previous else None,
+        )
+
+    # -- feedback -----------------------------------------------------------------------------
+
+    def observe(self, result: PrepareResult, *, model: str, prompt_tokens: int | None) -> None:
+        """Feed back the ``usage.prompt_tokens`` the provider reported for ``result``."""
+        if prompt_tokens is None or prompt_tokens <= 0:
+            return
+        self.calibration.observe(
+            model, estimated=result.report.raw_estimated_tokens, reported=prompt_tokens
+        )
+        if result.compacted and result.checkpoint_id:
+            self.store.update_reported(
+                self.namespace, result.checkpoint_id, reported_tokens_after=prompt_tokens
+            )
+
+
+def drive_sync(steps: Steps, perform: Callable[[SummarizeCall], SummaryOutcome]) -> PrepareResult:
+    """Run ``steps`` to completion, performing each summary call with ``perform``."""
+    try:
+        call = next(steps)
+        while True:
+            call = steps.send(perform(call))
+    except StopIteration as stop:
+        result: PrepareResult = stop.value
+        return result
+
+
+async def drive_async(
+    steps: Steps, perform: Callable[[SummarizeCall], Awaitable[SummaryOutcome]]
+) -> PrepareResult:
+    """``drive_sync`` for async callers."""
+    try:
+        call = next(steps)
+        while True:
+            call = steps.send(await perform(call))
+    except StopIteration as stop:
+        result: PrepareResult = stop.value
+        return result

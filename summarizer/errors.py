@@ -1,0 +1,81 @@
+"""One error tree for the whole package.
+
+::
+
+    SummarizerError
+    ├── ConfigurationError          bad or missing configuration (ValueError)
+    │   └── UnknownModelError       a model with no known or configured context window
+    ├── TokenizerUnavailable        no tiktoken encoding file can be found offline
+    ├── InvalidConversation         messages that are not a valid Chat Completions conversation (ValueError)
+    ├── BudgetExceeded              even the parts that must be kept do not fit the window
+    └── SummaryFailed               the model could not produce a usable summary
+
+Errors carry their context as attributes and chain third-party errors with ``from``; none of them
+subclasses another library's exception, and none of their messages ever contains a credential.
+"""
+
+from __future__ import annotations
+
+
+class SummarizerError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class ConfigurationError(SummarizerError, ValueError):
+    """The configuration is invalid or incomplete."""
+
+
+class UnknownModelError(ConfigurationError):
+    """A model whose context window is neither in the registry nor configured."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        super().__init__(
+            f"unknown model {model!r}: its context window is not in summarizer's registry; "
+            "pass context_window=... (and reserve_output_tokens=...) in the configuration, "
+            "or add the model with model_limits=... "
+        )
+
+
+class TokenizerUnavailable(SummarizerError):
+    """No tiktoken encoding file could be found without a network download."""
+
+    def __init__(self, encoding: str, searched: list[str]) -> None:
+        self.encoding = encoding
+        self.searched = searched
+        where = "\n  ".join(searched) if searched else "(no candidate folders)"
+        super().__init__(
+            f"tiktoken encoding {encoding!r} is not available offline. Searched:\n  {where}\n"
+            "Fix it with one of: `pip install 'summarizer[tokenizers]'` (installs litellm, whose "
+            "wheel carries the o200k_base and cl100k_base files); or put tiktoken's cache file in a "
+            "folder and set TIKTOKEN_CACHE_DIR to it; or, knowingly trading accuracy, pass "
+            "tokenizer='approximate'."
+        )
+
+
+class InvalidConversation(SummarizerError, ValueError):
+    """The messages are not a valid Chat Completions conversation.
+
+    ``param`` names the offending field in OpenAI's style, e.g. ``messages[3].tool_call_id``.
+    """
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        self.param = param
+        super().__init__(message)
+
+
+class BudgetExceeded(SummarizerError):
+    """The request cannot be brought under the window even after every degradation step."""
+
+    def __init__(self, *, required_tokens: int, budget_tokens: int, detail: str = "") -> None:
+        self.required_tokens = required_tokens
+        self.budget_tokens = budget_tokens
+        extra = f": {detail}" if detail else ""
+        super().__init__(
+            f"the parts of the conversation that must be kept need {required_tokens} tokens, "
+            f"over the budget of {budget_tokens}{extra}"
+        )
+
+
+class SummaryFailed(SummarizerError):
+    """The summary call failed or produced nothing usable after its retries."""

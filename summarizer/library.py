@@ -1,0 +1,146 @@
+"""Library mode: ``ContextManager`` for hand-written agent loops, ``wrap`` for openai clients.
+
+``ContextManager.prepare`` takes the raw history an agent keeps and returns what to send; the
+agent never has to drop anything itself. ``wrap(client)`` applies the same per call to
+``client.chat.completions.create`` and delegates everything else to the wrapped client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from os import PathLike
+from typing import Any
+
+import openai
+
+from .config import CompactionConfig
+from .engine import ContextEngine, drive_async, drive_sync
+from .errors import ConfigurationError
+from .messages import Message
+from .results import CompactionEvent, PrepareResult, SummarizeCall, SummaryOutcome, Trigger
+from .stores import Store, open_store
+from .tokens import Calibration
+from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
+
+SyncSummarizer = Callable[[SummarizeCall], SummaryOutcome]
+
+
+class ContextManager:
+    """Keeps one agent's requests inside the context window.
+
+    ``client`` (an ``openai.OpenAI`` or ``openai.AsyncOpenAI``) is used for summary calls;
+    ``store`` is a ``Store``, a SQLite path, or None for an in-memory store; every other keyword
+    is a ``CompactionConfig`` field.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: openai.OpenAI | openai.AsyncOpenAI | None = None,
+        store: Store | str | PathLike[str] | None = None,
+        on_compaction: Callable[[CompactionEvent], None] | None = None,
+        summarizer: SyncSummarizer | None = None,
+        **config: Any,
+    ) -> None:
+        self.config = CompactionConfig(**config)
+        self.store: Store = (
+            store if store is not None and not isinstance(store, (str, PathLike)) else open_store(store)
+        )
+        self.engine = ContextEngine(
+            self.config, self.store, calibration=Calibration(), on_compaction=on_compaction
+        )
+        self._sync: SyncSummarizer | None = summarizer
+        self._async: AsyncOpenAISummaryClient | None = None
+        if isinstance(client, openai.AsyncOpenAI):
+            self._async = AsyncOpenAISummaryClient(client)
+        elif isinstance(client, openai.OpenAI) and summarizer is None:
+            self._sync = OpenAISummaryClient(client)
+        self._locks: dict[str, threading.Lock] = {}
+        self._alocks: dict[str, asyncio.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _session_lock(self, session: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(session, threading.Lock())
+
+    def _session_alock(self, session: str) -> asyncio.Lock:
+        with self._guard:
+            return self._alocks.setdefault(session, asyncio.Lock())
+
+    def prepare(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        session: str | None = None,
+        request: Mapping[str, Any] | None = None,
+        force: Trigger | None = None,
+    ) -> PrepareResult:
+        """What to send for ``messages``: compacted when over the trigger (or when ``force``d).
+
+        ``request`` is the rest of the Chat Completions body (for ``max_completion_tokens``).
+        """
+        located = self.engine.locate(
+            messages, model=model, tools=tools, session=session, request=request
+        )
+        if force is None and not self.engine.needs_compaction(located):
+            return self.engine.unchanged(located)
+        if self._sync is None:
+            raise ConfigurationError(
+                "a compaction is needed but no synchronous client was given for summary calls: "
+                "pass client=openai.OpenAI(...) (or use aprepare with an AsyncOpenAI client)"
+            )
+        with self._session_lock(located.session):
+            # Another thread may have compacted this session while we waited.
+            located = self.engine.locate(
+                messages, model=model, tools=tools, session=session, request=request
+            )
+            if force is None and not self.engine.needs_compaction(located):
+                return self.engine.unchanged(located)
+            return drive_sync(self.engine.steps(located, trigger=force or "threshold"), self._sync)
+
+    async def aprepare(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        session: str | None = None,
+        request: Mapping[str, Any] | None = None,
+        force: Trigger | None = None,
+    ) -> PrepareResult:
+        """The async twin of ``prepare``; summary calls go through the ``AsyncOpenAI`` client."""
+        located = self.engine.locate(
+            messages, model=model, tools=tools, session=session, request=request
+        )
+        if force is None and not self.engine.needs_compaction(located):
+            return self.engine.unchanged(located)
+        if self._async is None:
+            raise ConfigurationError(
+                "a compaction is needed but no async client was given for summary calls: "
+                "pass client=openai.AsyncOpenAI(...)"
+            )
+        perform = self._async
+        async with self._session_alock(located.session):
+            located = self.engine.locate(
+                messages, model=model, tools=tools, session=session, request=request
+            )
+            if force is None and not self.engine.needs_compaction(located):
+                return self.engine.unchanged(located)
+            return await drive_async(
+                self.engine.steps(located, trigger=force or "threshold"), perform
+            )
+
+    def observe(self, result: PrepareResult, usage: Any, *, model: str) -> None:
+        """Feed back a response's ``usage`` (an SDK object or a dict) for calibration."""
+        prompt_tokens = (
+            usage.get("prompt_tokens") if isinstance(usage, Mapping) else getattr(usage, "prompt_tokens", None)
+        )
+        self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()

@@ -1,0 +1,86 @@
+"""The values the engine hands out: what to send, what happened, and what it needs done.
+
+``SummarizeCall`` is how the pure engine *describes* the one piece of I/O it needs (a summary
+request to the model); a driver performs it and sends back a ``SummaryOutcome``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .messages import Message
+
+Trigger = Literal["threshold", "context_length_exceeded", "manual"]
+
+
+class SummarizeCall(BaseModel):
+    """A summary request for a driver to send: a Chat Completions body, sent as is."""
+
+    model_config = ConfigDict(frozen=True)
+
+    body: dict[str, Any]
+    attempt: Literal["first", "strict"] = "first"
+
+
+class SummaryOutcome(BaseModel):
+    """What the model answered to a ``SummarizeCall`` (or why it did not)."""
+
+    text: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float = 0.0
+    error: str | None = None
+    """Set when the call failed after its retries; never contains a credential."""
+
+
+class TokenReport(BaseModel):
+    """Token figures of one prepared request."""
+
+    estimated_tokens: int
+    """Estimate of the request as sent (messages, tools, priming), calibrated."""
+    raw_estimated_tokens: int
+    """The same estimate before calibration."""
+    context_window: int
+    reserve_output_tokens: int
+    trigger_tokens: int
+    target_tokens: int
+
+
+class CompactionEvent(BaseModel):
+    """One compaction, as passed to the ``on_compaction`` callback and logged."""
+
+    session: str
+    checkpoint_id: str
+    trigger: Trigger
+    tokens_before: int
+    tokens_after: int
+    summary: str
+    ledger_size: int
+    score: float | None
+    latency_s: float
+    cut: tuple[int, int]
+    """Raw message indices: the compaction now covers messages ``[0, cut[1])``; ``cut[0]`` is
+    where the previous checkpoint's coverage ended."""
+    kept_indices: list[int]
+    degraded: list[str] = Field(default_factory=list)
+    failure: str | None = None
+    summary_prompt_tokens: int | None = None
+    summary_cached_tokens: int | None = None
+
+
+class PrepareResult(BaseModel):
+    """What to send upstream for one request."""
+
+    messages: list[Message]
+    compacted: bool
+    """Whether this call performed a compaction (not merely reused an earlier one)."""
+    rewritten: bool
+    """Whether the messages differ from what the caller passed (an earlier or new checkpoint)."""
+    session: str
+    checkpoint_id: str | None
+    report: TokenReport
+    event: CompactionEvent | None = None

@@ -1,0 +1,210 @@
+"""``wrap(client)``: an ``openai`` client whose chat completions manage their own context.
+
+Only ``chat.completions.create`` changes: its ``messages`` go through ``ContextManager.prepare``
+first, and the response's ``usage`` calibrates later estimates. Every other attribute, method
+and resource is the wrapped client's own. When the provider still answers
+``context_length_exceeded``, the call is compacted with a tighter target and retried once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+import openai
+
+from .library import ContextManager
+from .results import PrepareResult
+
+SESSION_KWARG = "summarizer_session"
+"""Optional keyword of ``create`` naming the session explicitly (removed before the call)."""
+
+
+def is_context_length_error(exc: BaseException) -> bool:
+    """Whether an upstream error says the prompt is over the model's window."""
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 413, 422):
+        return False
+    body = exc.body if isinstance(exc.body, Mapping) else {}
+    error = body.get("error", body) if isinstance(body, Mapping) else {}
+    code = error.get("code") if isinstance(error, Mapping) else None
+    if code in ("context_length_exceeded", "string_above_max_length"):
+        return True
+    text = str(error.get("message", "") if isinstance(error, Mapping) else exc.message).lower()
+    return any(
+        phrase in text
+        for phrase in (
+            "maximum context length",
+            "context length",
+            "context window",
+            "prompt is too long",
+            "too many tokens",
+            "input is too long",
+        )
+    )
+
+
+def _stream_options(kwargs: dict[str, Any]) -> bool:
+    """Ask for usage on streams (to calibrate); return whether the caller asked for it."""
+    if not kwargs.get("stream"):
+        return True
+    options = dict(kwargs.get("stream_options") or {})
+    wanted = bool(options.get("include_usage"))
+    options["include_usage"] = True
+    kwargs["stream_options"] = options
+    return wanted
+
+
+class _Stream:
+    """A sync stream that feeds the final usage back and hides it when it was not asked for."""
+
+    def __init__(self, inner: Any, on_usage: Any, show_usage: bool) -> None:
+        self._inner = inner
+        self._on_usage = on_usage
+        self._show_usage = show_usage
+
+    def __iter__(self) -> Iterator[Any]:
+        for chunk in self._inner:
+            if getattr(chunk, "usage", None) is not None:
+                self._on_usage(chunk.usage)
+                if not chunk.choices and not self._show_usage:
+                    continue
+            yield chunk
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the underlying HTTP response."""
+        self._inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _AsyncStream:
+    """The async twin of ``_Stream``."""
+
+    def __init__(self, inner: Any, on_usage: Any, show_usage: bool) -> None:
+        self._inner = inner
+        self._on_usage = on_usage
+        self._show_usage = show_usage
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        async for chunk in self._inner:
+            if getattr(chunk, "usage", None) is not None:
+                self._on_usage(chunk.usage)
+                if not chunk.choices and not self._show_usage:
+                    continue
+            yield chunk
+
+    async def __aenter__(self) -> _AsyncStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the underlying HTTP response."""
+        await self._inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _Delegate:
+    """Forwards every attribute it does not define to ``_inner``."""
+
+    _inner: Any
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _Completions(_Delegate):
+    def __init__(self, inner: Any, manager: ContextManager) -> None:
+        self._inner = inner
+        self._manager = manager
+
+    def _observer(self, result: PrepareResult, model: str) -> Any:
+        return lambda usage: self._manager.observe(result, usage, model=model)
+
+    def create(self, **kwargs: Any) -> Any:
+        """``chat.completions.create`` with the context managed."""
+        session = kwargs.pop(SESSION_KWARG, None)
+        raw = kwargs.pop("messages")
+        model = kwargs["model"]
+        show_usage = _stream_options(kwargs)
+        prepare = dict(model=model, tools=kwargs.get("tools"), session=session, request=kwargs)
+        result = self._manager.prepare(raw, **prepare)
+        try:
+            response = self._inner.create(messages=result.messages, **kwargs)
+        except openai.APIStatusError as exc:
+            if not is_context_length_error(exc):
+                raise
+            result = self._manager.prepare(raw, force="context_length_exceeded", **prepare)
+            response = self._inner.create(messages=result.messages, **kwargs)
+        observe = self._observer(result, model)
+        if kwargs.get("stream"):
+            return _Stream(response, observe, show_usage)
+        if getattr(response, "usage", None) is not None:
+            observe(response.usage)
+        return response
+
+
+class _AsyncCompletions(_Completions):
+    async def create(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        """``chat.completions.create`` with the context managed (async)."""
+        session = kwargs.pop(SESSION_KWARG, None)
+        raw = kwargs.pop("messages")
+        model = kwargs["model"]
+        show_usage = _stream_options(kwargs)
+        prepare = dict(model=model, tools=kwargs.get("tools"), session=session, request=kwargs)
+        result = await self._manager.aprepare(raw, **prepare)
+        try:
+            response = await self._inner.create(messages=result.messages, **kwargs)
+        except openai.APIStatusError as exc:
+            if not is_context_length_error(exc):
+                raise
+            result = await self._manager.aprepare(raw, force="context_length_exceeded", **prepare)
+            response = await self._inner.create(messages=result.messages, **kwargs)
+        observe = self._observer(result, model)
+        if kwargs.get("stream"):
+            return _AsyncStream(response, observe, show_usage)
+        if getattr(response, "usage", None) is not None:
+            observe(response.usage)
+        return response
+
+
+class _Chat(_Delegate):
+    def __init__(self, inner: Any, completions: _Completions) -> None:
+        self._inner = inner
+        self.completions = completions
+
+
+class WrappedClient(_Delegate):
+    """An ``openai`` client whose chat completions are context-managed; see ``wrap``."""
+
+    def __init__(self, client: Any, manager: ContextManager) -> None:
+        self._inner = client
+        self.context = manager
+        """The ``ContextManager`` applied to each call."""
+        completions_type = (
+            _AsyncCompletions if isinstance(client, openai.AsyncOpenAI) else _Completions
+        )
+        self.chat = _Chat(client.chat, completions_type(client.chat.completions, manager))
+
+
+def wrap(client: openai.OpenAI | openai.AsyncOpenAI, **config: Any) -> Any:
+    """Wrap an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client.
+
+    ``config`` takes ``CompactionConfig`` fields plus ``store`` and ``on_compaction`` (see
+    ``ContextManager``). Summary calls go through the same client, with its retries off and
+    tenacity's on.
+    """
+    if not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
+        raise TypeError(f"wrap() takes an openai.OpenAI or openai.AsyncOpenAI, not {type(client)!r}")
+    manager = ContextManager(client=client, **config)
+    return WrappedClient(client, manager)
