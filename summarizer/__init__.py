@@ -34,7 +34,7 @@ _EXPORTS = {
     "TokenReport": "results",
     "TokenizerUnavailable": "errors",
     "UnknownModelError": "errors",
-    "wrap": "wrap",
+    "wrap": "wrapping",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from .library import ContextManager
     from .results import CompactionEvent, PrepareResult, TokenReport
     from .stores import MemoryStore, SQLiteStore, Store
-    from .wrap import wrap
+    from .wrapping import wrap
 
 
 def __getattr__(name: str) -> Any:

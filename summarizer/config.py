@@ -66,8 +66,9 @@ class CompactionConfig(BaseModel):
     """Compact when the request would exceed this share of the usable window."""
     target_ratio: float = Field(default=0.4, gt=0, le=1)
     """A compaction must bring the request under this share of the usable window."""
-    keep_recent_tokens: int = Field(default=2_000, ge=0)
-    """Newest units kept verbatim, up to this many tokens."""
+    keep_recent_tokens: int | None = Field(default=None, ge=0)
+    """Newest units kept verbatim, up to this many tokens; default: as many as fit under the
+    target beside the kept parts and the summary."""
     max_summary_tokens: int = Field(default=2_000, gt=0)
     """Completion cap of the summary request."""
     reserve_output_tokens: int | None = Field(default=None, ge=0)

@@ -311,12 +311,13 @@ class ContextEngine:
         outcome: SummaryOutcome | None = None
         if plan.needs_summary:
             summary_text, score, failure, outcome = yield from self._summarize(
-                located, plan, ledger
+                located, plan, ledger, trigger
             )
             if summary_text is None:
                 if config.on_failure == "raise":
                     raise SummaryFailed(f"summarization failed: {failure}")
-                if located.calibrated_tokens <= budget.usable:
+                # After context_length_exceeded the upstream has said it does not fit.
+                if trigger == "threshold" and located.calibrated_tokens <= budget.usable:
                     logger.warning(
                         "summary failed (%s); request sent unchanged since it still fits", failure
                     )
@@ -401,19 +402,25 @@ class ContextEngine:
         )
 
     def _summarize(
-        self, located: _Located, plan: Plan, ledger: list[Fact]
+        self, located: _Located, plan: Plan, ledger: list[Fact], trigger: Trigger
     ) -> Generator[
         SummarizeCall, SummaryOutcome, tuple[str | None, float | None, str | None, SummaryOutcome]
     ]:
         config = self.config
         counter = located.counter
         instruction = summary_instruction(config.prompt_version)
-        room = (
-            located.budget.context_window
-            - config.max_summary_tokens
-            - counter.count_text(instruction)
-            - 64
+        # Room for the summary request's messages, in uncalibrated tokens, with a 2% margin.
+        room = int(
+            (
+                located.budget.context_window
+                - config.max_summary_tokens
+                - counter.count_text(instruction)
+                - 64
+            )
+            / (self.calibration.ratio(located.model) * 1.02)
         )
+        if trigger == "context_length_exceeded":
+            room = 0  # the window is smaller than configured: send only what the span needs
         end = summary_request_end(
             located.view, plan, fixed_tokens=located.fixed_tokens, room_tokens=room
         )

@@ -97,13 +97,16 @@ def plan_compaction(
     summary_tokens: int,
     trigger_tokens: int,
     target_tokens: int,
-    keep_recent_tokens: int,
+    keep_recent_tokens: int | None,
     pins: Sequence[PinRule] = (),
     count: CountFn,
     prompt_version: str = "v1",
 ) -> Plan:
-    """Plan a compaction of ``view`` that lands under ``target_tokens`` where possible and under
-    ``trigger_tokens`` always, or raise ``BudgetExceeded``.
+    """Plan a compaction of ``view`` that lands under ``trigger_tokens``, or raise
+    ``BudgetExceeded``.
+
+    The verbatim tail holds the newest units up to ``keep_recent_tokens``; when that is None, it
+    holds as many as fit beside the kept parts and the summary under ``target_tokens``.
 
     ``fixed_tokens`` is what the request costs besides its messages (tools, reply priming);
     ``summary_tokens`` the most the summary message can take (its cap, framing and ledger).
@@ -136,38 +139,36 @@ def plan_compaction(
     if 0 in protected and len(units) > 1:
         floor = max(floor, 1)  # a checkpoint always covers at least the first message
     last = len(units) - 1
-    # The verbatim tail: the final unit always, then newer-to-older units within keep_recent.
+    # The verbatim tail: the final unit always, then newer-to-older units within the tail budget:
+    # ``keep_recent_tokens`` when set, else whatever the target leaves beside the kept parts.
+    if keep_recent_tokens is None:
+        must_keep = sum(unit_tokens(u) for u in protected if u != last)
+        tail_budget = max(0, target_tokens - fixed_tokens - must_keep - summary_tokens)
+    else:
+        tail_budget = keep_recent_tokens
     cut = max(last, floor)
     tail_tokens = unit_tokens(last) if cut <= last else 0
     while cut > floor:
         candidate = cut - 1
-        cost = unit_tokens(candidate)
-        if tail_tokens + cost > keep_recent_tokens:
+        cost = 0 if (keep_recent_tokens is None and candidate in protected) else unit_tokens(candidate)
+        if tail_tokens + cost > tail_budget:
             break
         tail_tokens += cost
         cut = candidate
 
-    def layout(cut_unit: int) -> tuple[list[int], list[int], list[int], int]:
-        before_units = [u for u in range(cut_unit) if u in protected]
-        span_units = [u for u in range(cut_unit) if u not in protected]
-        kept = [i for u in before_units for i in units[u].indices]
-        span = [i for u in span_units for i in units[u].indices]
-        tail = [i for u in range(cut_unit, len(units)) for i in units[u].indices]
-        size = (
-            fixed_tokens
-            + sum(view[i].tokens for i in kept)
-            + sum(view[i].tokens for i in tail)
-            + (summary_tokens if span else 0)
-        )
-        return kept, span, tail, size
-
-    kept, span, tail, size = layout(cut)
-    # Too big for the target: give tail units to the summary, oldest first, keeping the final unit.
-    while size > target_tokens and cut < last:
-        cut += 1
-        kept, span, tail, size = layout(cut)
-    # Protected units inside the tail stay where they are; a tail that starts before the task
-    # (tiny conversations) simply has an empty span.
+    before_units = [u for u in range(cut) if u in protected]
+    span_units = [u for u in range(cut) if u not in protected]
+    kept = [i for u in before_units for i in units[u].indices]
+    span = [i for u in span_units for i in units[u].indices]
+    tail = [i for u in range(cut, len(units)) for i in units[u].indices]
+    size = (
+        fixed_tokens
+        + sum(view[i].tokens for i in kept)
+        + sum(view[i].tokens for i in tail)
+        + (summary_tokens if span else 0)
+    )
+    # The kept parts may exceed the target (a large explicit keep_recent_tokens, big pins): that
+    # is allowed; exceeding the trigger is not.
     plan = Plan(kept_before=kept, span=span, tail=tail, estimated_tokens=size)
     if size <= trigger_tokens:
         return plan

@@ -1,0 +1,118 @@
+"""The ``summarizer`` command line (Typer: typed options, generated ``--help``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    help="Keep LLM agents working past their context window.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def demo(
+    turns: Annotated[int, typer.Option(help="Agent turns in the scripted session.")] = 120,
+    context_window: Annotated[int, typer.Option(help="Window of the test model, in tokens.")] = 16_000,
+    model: Annotated[str, typer.Option(help="Model name sent upstream.")] = "gpt-4o-mini",
+) -> None:
+    """Run a long scripted tool-using agent through wrap() against the built-in test upstream.
+
+    Needs no key and no network: the upstream is summarizer.testing on 127.0.0.1. Prints each
+    compaction as it happens, then what the upstream received.
+    """
+    from .demo import run_coding_session
+    from .results import CompactionEvent
+
+    counter = {"n": 0}
+
+    def show(event: CompactionEvent) -> None:
+        counter["n"] += 1
+        first = next((line for line in event.summary.splitlines() if line.strip()), "")
+        score = "n/a" if event.score is None else f"{event.score:.2f}"
+        typer.echo(
+            f"compaction {counter['n']:>2}: messages [{event.cut[0]}, {event.cut[1]}) "
+            f"{event.tokens_before:>6} -> {event.tokens_after:>6} tokens, fact score {score}, "
+            f"summary prompt cached {event.summary_cached_tokens or 0}/"
+            f"{event.summary_prompt_tokens or 0}"
+            + (f", degraded: {','.join(event.degraded)}" if event.degraded else "")
+            + (f", FAILED: {event.failure}" if event.failure else "")
+        )
+        typer.echo(f"    summary: {first[:100]}")
+
+    typer.echo(f"scripted session: {turns} turns, {context_window}-token window, model {model}")
+    stats = run_coding_session(
+        turns=turns, context_window=context_window, model=model, on_compaction=show
+    )
+    rows = [
+        ("agent requests", f"{stats.agent_requests}"),
+        ("summary requests", f"{stats.summary_requests}"),
+        ("compactions", f"{stats.compactions}"),
+        (
+            "largest prompt vs window",
+            f"{stats.largest_prompt_tokens} / {stats.context_window} "
+            f"({stats.largest_prompt_tokens / stats.context_window:.0%})",
+        ),
+        (
+            "append-only between compactions",
+            f"{stats.append_only_pairs}/{stats.consecutive_pairs - stats.compaction_boundaries} "
+            f"({stats.append_only_share_between_compactions:.0%})",
+        ),
+        (
+            "summary requests sharing the live prefix",
+            f"{stats.summary_prefix_shared}/{stats.summary_requests}",
+        ),
+        ("prompt tokens served from cache", f"{stats.cache_share:.1%}"),
+        ("planted facts still in context", f"{len(stats.planted_kept)}/"
+         f"{len(stats.planted_kept) + len(stats.planted_lost)}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    typer.echo("")
+    for name, value in rows:
+        typer.echo(f"{name:<{width}}  {value}")
+    for lost in stats.planted_lost:
+        typer.echo(f"lost: {lost}")
+    if stats.planted_lost or stats.largest_prompt_tokens > stats.context_window:
+        raise typer.Exit(1)
+
+
+@app.command()
+def count(
+    path: Annotated[Path, typer.Argument(help="JSON file: a message list or a request body.")],
+    model: Annotated[str, typer.Option(help="Model whose encoding to count with.")] = "gpt-4o",
+    tokenizer: Annotated[
+        str | None, typer.Option(help="tiktoken encoding name, or 'approximate'.")
+    ] = None,
+) -> None:
+    """Count the prompt tokens of a conversation, offline."""
+    from .errors import SummarizerError
+    from .messages import validate_messages
+    from .tokens import make_counter
+
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        typer.echo(f"error: cannot read {path}: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    body = data if isinstance(data, dict) else {"messages": data}
+    try:
+        messages = validate_messages(body.get("messages"))
+        counter = make_counter(body.get("model", model), tokenizer=tokenizer)
+    except SummarizerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    total = counter.count_messages(messages) + counter.count_tools(body.get("tools"))
+    typer.echo(f"{total} tokens ({len(messages)} messages, encoding {counter.name})")
+
+
+def main() -> None:
+    """Entry point of the ``summarizer`` console script."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    app()

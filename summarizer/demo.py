@@ -1,0 +1,146 @@
+"""Drive a long scripted agent session through ``wrap()`` against the test upstream.
+
+Used by ``summarizer demo``, by the tests and by the benchmarks: it runs a real agent loop with
+the real ``openai`` SDK over real sockets, then reads the upstream's request log to measure what
+the model actually received (sizes, compactions, cache hits, append-only requests, facts kept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from .messages import canonical_json, message_text
+from .results import CompactionEvent
+from .testing import ScriptedToolAgent, TestUpstream
+from .testing.responders import is_summary_request
+from .testing.scenario import CodingSession
+from .wrapping import wrap
+
+
+@dataclass
+class SessionStats:
+    """What the upstream saw during one scripted session."""
+
+    turns: int
+    agent_requests: int
+    summary_requests: int
+    compactions: int
+    context_window: int
+    largest_prompt_tokens: int
+    append_only_pairs: int
+    consecutive_pairs: int
+    compaction_boundaries: int
+    summary_prefix_shared: int
+    prompt_tokens: int
+    cached_tokens: int
+    planted_kept: list[str] = field(default_factory=list)
+    planted_lost: list[str] = field(default_factory=list)
+    events: list[CompactionEvent] = field(default_factory=list)
+
+    @property
+    def cache_share(self) -> float:
+        """Share of prompt tokens the upstream reported as cached."""
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def append_only_share_between_compactions(self) -> float:
+        """Share of consecutive agent requests, not separated by a compaction, that were
+        append-only."""
+        eligible = self.consecutive_pairs - self.compaction_boundaries
+        return self.append_only_pairs / eligible if eligible else 1.0
+
+
+def _is_prefix(shorter: Sequence[str], longer: Sequence[str]) -> bool:
+    return len(shorter) <= len(longer) and list(longer[: len(shorter)]) == list(shorter)
+
+
+def run_coding_session(
+    *,
+    turns: int = 120,
+    context_window: int = 16_000,
+    model: str = "gpt-4o-mini",
+    max_completion_tokens: int = 1_000,
+    seed: int = 7,
+    on_compaction: Callable[[CompactionEvent], None] | None = None,
+    **config: Any,
+) -> SessionStats:
+    """Run a ``turns``-turn tool-using session in a ``context_window``-token window."""
+    session = CodingSession(turns=turns, seed=seed)
+    agent = ScriptedToolAgent(session.steps)
+    events: list[CompactionEvent] = []
+
+    def record(event: CompactionEvent) -> None:
+        events.append(event)
+        if on_compaction is not None:
+            on_compaction(event)
+
+    with TestUpstream(context_window=context_window, responder=agent) as upstream:
+        raw_client = openai.OpenAI(base_url=upstream.base_url, api_key="demo-key", max_retries=0)
+        client = wrap(
+            raw_client, context_window=context_window, on_compaction=record, **config
+        )
+        messages: list[dict[str, Any]] = [session.system, session.task]
+        for turn in range(turns + 1):
+            response = client.chat.completions.create(
+                model=model,
+                messages=messages,
+                tools=session.tools,
+                max_completion_tokens=max_completion_tokens,
+            )
+            reply = response.choices[0].message
+            messages.append(reply.model_dump(exclude_none=True))
+            if not reply.tool_calls:
+                break
+            for call in reply.tool_calls:
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "content": session.execute(turn, call.function.name, call.function.arguments),
+                    }
+                )
+        raw_client.close()
+        log = list(upstream.requests)
+
+    chat = [r for r in log if r.path.endswith("/chat/completions") and r.body is not None]
+    agent_requests = [r for r in chat if not is_summary_request(r.body or {})]
+    summary_requests = [r for r in chat if is_summary_request(r.body or {})]
+    as_json = [[canonical_json(m) for m in (r.body or {})["messages"]] for r in agent_requests]
+    append_only = sum(
+        1 for before, after in zip(as_json, as_json[1:], strict=False) if _is_prefix(before, after)
+    )
+    # A summary request must begin with what the model saw last, or be a prefix of it.
+    shared = 0
+    for request in summary_requests:
+        sent = [canonical_json(m) for m in (request.body or {})["messages"][:-1]]
+        earlier = [r for r in agent_requests if r.time <= request.time]
+        if earlier:
+            last = [canonical_json(m) for m in (earlier[-1].body or {})["messages"]]
+            if _is_prefix(last, sent) or _is_prefix(sent, last):
+                shared += 1
+    final_text = "\n".join(
+        message_text(m) for m in (agent_requests[-1].body or {})["messages"]
+    ) if agent_requests else ""
+    kept = [p.text for p in session.planted if p.text in final_text]
+    lost = [p.text for p in session.planted if p.text not in final_text]
+    return SessionStats(
+        turns=turns,
+        agent_requests=len(agent_requests),
+        summary_requests=len(summary_requests),
+        compactions=len(events),
+        context_window=context_window,
+        largest_prompt_tokens=max((r.prompt_tokens or 0) for r in chat),
+        append_only_pairs=append_only,
+        consecutive_pairs=max(0, len(agent_requests) - 1),
+        compaction_boundaries=len(events),
+        summary_prefix_shared=shared,
+        prompt_tokens=sum(r.prompt_tokens or 0 for r in chat),
+        cached_tokens=sum(r.cached_tokens or 0 for r in chat),
+        planted_kept=kept,
+        planted_lost=lost,
+        events=events,
+    )

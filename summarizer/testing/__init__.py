@@ -1,0 +1,48 @@
+"""A local OpenAI-compatible upstream for tests, the demo and benchmarks.
+
+Real sockets on 127.0.0.1, driven by the real ``openai`` SDK: chat completions (JSON and SSE
+streaming) with the server's own token and prompt-cache accounting, a context window that
+rejects oversized prompts like OpenAI does, scripted replies and injectable faults.
+"""
+
+from __future__ import annotations
+
+from .responders import (
+    Reply,
+    Responder,
+    RoutingResponder,
+    ScriptedToolAgent,
+    Step,
+    ToolCallSpec,
+    echo_responder,
+    is_summary_request,
+    summary_responder,
+)
+from .server import (
+    Fault,
+    PrefixCache,
+    PromptTokenCounter,
+    RecordedRequest,
+    TestUpstream,
+    cached_tokens_for,
+    error_body,
+)
+
+__all__ = [
+    "Fault",
+    "PrefixCache",
+    "PromptTokenCounter",
+    "RecordedRequest",
+    "Reply",
+    "Responder",
+    "RoutingResponder",
+    "ScriptedToolAgent",
+    "Step",
+    "TestUpstream",
+    "ToolCallSpec",
+    "cached_tokens_for",
+    "echo_responder",
+    "error_body",
+    "is_summary_request",
+    "summary_responder",
+]
