@@ -37,7 +37,26 @@ _EXPORTS = {
     "wrap": "wrapping",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "BudgetExceeded",
+    "Checkpoint",
+    "CompactionConfig",
+    "CompactionEvent",
+    "ConfigurationError",
+    "ContextManager",
+    "InvalidConversation",
+    "MemoryStore",
+    "PinRule",
+    "PrepareResult",
+    "SQLiteStore",
+    "Store",
+    "SummarizerError",
+    "SummaryFailed",
+    "TokenReport",
+    "TokenizerUnavailable",
+    "UnknownModelError",
+    "wrap",
+]
 
 if TYPE_CHECKING:
     from .checkpoints import Checkpoint

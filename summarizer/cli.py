@@ -20,7 +20,9 @@ app = typer.Typer(
 @app.command()
 def demo(
     turns: Annotated[int, typer.Option(help="Agent turns in the scripted session.")] = 120,
-    context_window: Annotated[int, typer.Option(help="Window of the test model, in tokens.")] = 16_000,
+    context_window: Annotated[
+        int, typer.Option(help="Window of the test model, in tokens.")
+    ] = 16_000,
     model: Annotated[str, typer.Option(help="Model name sent upstream.")] = "gpt-4o-mini",
 ) -> None:
     """Run a long scripted tool-using agent through wrap() against the built-in test upstream.
@@ -70,8 +72,10 @@ def demo(
             f"{stats.summary_prefix_shared}/{stats.summary_requests}",
         ),
         ("prompt tokens served from cache", f"{stats.cache_share:.1%}"),
-        ("planted facts still in context", f"{len(stats.planted_kept)}/"
-         f"{len(stats.planted_kept) + len(stats.planted_lost)}"),
+        (
+            "planted facts still in context",
+            f"{len(stats.planted_kept)}/{len(stats.planted_kept) + len(stats.planted_lost)}",
+        ),
     ]
     width = max(len(name) for name, _ in rows)
     typer.echo("")
@@ -114,5 +118,7 @@ def count(
 
 def main() -> None:
     """Entry point of the ``summarizer`` console script."""
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
     app()

@@ -7,6 +7,7 @@ the model actually received (sizes, compactions, cache hits, append-only request
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,9 +81,7 @@ def run_coding_session(
 
     with TestUpstream(context_window=context_window, responder=agent) as upstream:
         raw_client = openai.OpenAI(base_url=upstream.base_url, api_key="demo-key", max_retries=0)
-        client = wrap(
-            raw_client, context_window=context_window, on_compaction=record, **config
-        )
+        client = wrap(raw_client, context_window=context_window, on_compaction=record, **config)
         messages: list[dict[str, Any]] = [session.system, session.task]
         for turn in range(turns + 1):
             response = client.chat.completions.create(
@@ -100,7 +99,9 @@ def run_coding_session(
                     {
                         "role": "tool",
                         "tool_call_id": call.id,
-                        "content": session.execute(turn, call.function.name, call.function.arguments),
+                        "content": session.execute(
+                            turn, call.function.name, call.function.arguments
+                        ),
                     }
                 )
         raw_client.close()
@@ -111,7 +112,7 @@ def run_coding_session(
     summary_requests = [r for r in chat if is_summary_request(r.body or {})]
     as_json = [[canonical_json(m) for m in (r.body or {})["messages"]] for r in agent_requests]
     append_only = sum(
-        1 for before, after in zip(as_json, as_json[1:], strict=False) if _is_prefix(before, after)
+        1 for before, after in itertools.pairwise(as_json) if _is_prefix(before, after)
     )
     # A summary request must begin with what the model saw last, or be a prefix of it.
     shared = 0
@@ -122,9 +123,11 @@ def run_coding_session(
             last = [canonical_json(m) for m in (earlier[-1].body or {})["messages"]]
             if _is_prefix(last, sent) or _is_prefix(sent, last):
                 shared += 1
-    final_text = "\n".join(
-        message_text(m) for m in (agent_requests[-1].body or {})["messages"]
-    ) if agent_requests else ""
+    final_text = (
+        "\n".join(message_text(m) for m in (agent_requests[-1].body or {})["messages"])
+        if agent_requests
+        else ""
+    )
     kept = [p.text for p in session.planted if p.text in final_text]
     lost = [p.text for p in session.planted if p.text not in final_text]
     return SessionStats(

@@ -332,7 +332,9 @@ class ContextEngine:
                 score = None
         checkpoint = self._checkpoint(located, plan, summary_text, ledger, score, failure, trigger)
         new_view = self._view(
-            located.messages, self._chains.digests_and_chain(located.messages)[0], checkpoint,
+            located.messages,
+            self._chains.digests_and_chain(located.messages)[0],
+            checkpoint,
             located.counter,
         )
         tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
@@ -386,9 +388,11 @@ class ContextEngine:
         )
 
     def _ledger(self, located: _Located, plan: Plan) -> list[Fact]:
-        previous = [Fact.model_validate(f) for f in located.checkpoint.ledger] if (
-            located.checkpoint
-        ) else []
+        previous = (
+            [Fact.model_validate(f) for f in located.checkpoint.ledger]
+            if (located.checkpoint)
+            else []
+        )
         raw_span = [
             located.messages[index]
             for i in plan.span
@@ -490,33 +494,30 @@ class ContextEngine:
     ) -> Checkpoint:
         view = located.view
         previous = located.checkpoint
-        kept = [view[i].raw_index for i in plan.kept_before]
-        tail = [view[i].raw_index for i in plan.tail]
+        kept = [_raw(view[i]) for i in plan.kept_before]
+        tail = [_raw(view[i]) for i in plan.tail]
         covered = tail[0] if tail else len(located.messages)
-        assert all(i is not None for i in kept) and all(i is not None for i in tail)
         overrides: dict[int, Message] = {}
         if previous is not None:
             keep = set(kept) | set(range(covered, len(located.messages)))
             overrides.update({i: m for i, m in previous.overrides.items() if i in keep})
-        for i, message in plan.overrides.items():
-            raw_index = view[i].raw_index
-            assert raw_index is not None
-            overrides[raw_index] = message
+        for i, replacement in plan.overrides.items():
+            overrides[_raw(view[i])] = replacement
+        inserted: Message | None
         if summary_text is not None:
-            message: Message | None = summary_message(
+            inserted = summary_message(
                 summary_text, render_ledger(ledger), self.config.prompt_version
             )
         else:
-            message = previous.summary_message if previous is not None else None
+            inserted = previous.summary_message if previous is not None else None
+        chain = self._chains.digests_and_chain(located.messages)[1]
         return Checkpoint(
             namespace=self.namespace,
             session=located.session,
             covered_count=covered,
-            covered_prefix_hash=self._chains.digests_and_chain(located.messages)[1][covered - 1]
-            if covered
-            else "",
-            kept_indices=[i for i in kept if i is not None],
-            summary_message=message,
+            covered_prefix_hash=chain[covered - 1],
+            kept_indices=kept,
+            summary_message=inserted,
             overrides=overrides,
             summary=summary_text or (previous.summary if previous else ""),
             ledger=[f.model_dump() for f in ledger],
@@ -543,6 +544,13 @@ class ContextEngine:
             self.store.update_reported(
                 self.namespace, result.checkpoint_id, reported_tokens_after=prompt_tokens
             )
+
+
+def _raw(item: ViewItem) -> int:
+    """The raw index of a view item the planner keeps (kept items are never inserted ones)."""
+    if item.raw_index is None:
+        raise AssertionError("an inserted summary cannot be kept verbatim")
+    return item.raw_index
 
 
 def drive_sync(steps: Steps, perform: Callable[[SummarizeCall], SummaryOutcome]) -> PrepareResult:

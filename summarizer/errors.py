@@ -6,7 +6,7 @@
     ├── ConfigurationError          bad or missing configuration (ValueError)
     │   └── UnknownModelError       a model with no known or configured context window
     ├── TokenizerUnavailable        no tiktoken encoding file can be found offline
-    ├── InvalidConversation         messages that are not a valid Chat Completions conversation (ValueError)
+    ├── InvalidConversation         not a valid Chat Completions conversation (ValueError)
     ├── BudgetExceeded              even the parts that must be kept do not fit the window
     └── SummaryFailed               the model could not produce a usable summary
 
@@ -46,10 +46,10 @@ class TokenizerUnavailable(SummarizerError):
         where = "\n  ".join(searched) if searched else "(no candidate folders)"
         super().__init__(
             f"tiktoken encoding {encoding!r} is not available offline. Searched:\n  {where}\n"
-            "Fix it with one of: `pip install 'summarizer[tokenizers]'` (installs litellm, whose "
-            "wheel carries the o200k_base and cl100k_base files); or put tiktoken's cache file in a "
-            "folder and set TIKTOKEN_CACHE_DIR to it; or, knowingly trading accuracy, pass "
-            "tokenizer='approximate'."
+            "Fix it with one of: `pip install 'summarizer[tokenizers]'` (installs litellm, "
+            "whose wheel carries the o200k_base and cl100k_base files); or put tiktoken's "
+            "cache file in a folder and set TIKTOKEN_CACHE_DIR to it; or, knowingly trading "
+            "accuracy, pass tokenizer='approximate'."
         )
 
 

@@ -46,7 +46,9 @@ class ContextManager:
     ) -> None:
         self.config = CompactionConfig(**config)
         self.store: Store = (
-            store if store is not None and not isinstance(store, (str, PathLike)) else open_store(store)
+            store
+            if store is not None and not isinstance(store, (str, PathLike))
+            else open_store(store)
         )
         self.engine = ContextEngine(
             self.config, self.store, calibration=Calibration(), on_compaction=on_compaction
@@ -137,7 +139,9 @@ class ContextManager:
     def observe(self, result: PrepareResult, usage: Any, *, model: str) -> None:
         """Feed back a response's ``usage`` (an SDK object or a dict) for calibration."""
         prompt_tokens = (
-            usage.get("prompt_tokens") if isinstance(usage, Mapping) else getattr(usage, "prompt_tokens", None)
+            usage.get("prompt_tokens")
+            if isinstance(usage, Mapping)
+            else getattr(usage, "prompt_tokens", None)
         )
         self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
 

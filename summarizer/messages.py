@@ -136,7 +136,7 @@ def group_units(messages: Sequence[Mapping[str, Any]]) -> list[Unit]:
             pending = set(tool_call_ids(message))
             j = i + 1
             while j < n and messages[j].get("role") == "tool" and pending:
-                pending.discard(messages[j].get("tool_call_id"))  # type: ignore[arg-type]
+                pending.discard(messages[j].get("tool_call_id"))
                 j += 1
             units.append(Unit(i, j, "tool_exchange"))
             i = j

@@ -150,7 +150,9 @@ def plan_compaction(
     tail_tokens = unit_tokens(last) if cut <= last else 0
     while cut > floor:
         candidate = cut - 1
-        cost = 0 if (keep_recent_tokens is None and candidate in protected) else unit_tokens(candidate)
+        cost = (
+            0 if (keep_recent_tokens is None and candidate in protected) else unit_tokens(candidate)
+        )
         if tail_tokens + cost > tail_budget:
             break
         tail_tokens += cost
@@ -240,9 +242,7 @@ def _degrade(
     # 2. Cut the single largest remaining tool output (kept tail or kept prefix) to head and tail.
     if size > trigger_tokens:
         candidates = [
-            i
-            for i in _tool_outputs(view, plan.tail + plan.kept_before)
-            if i not in plan.overrides
+            i for i in _tool_outputs(view, plan.tail + plan.kept_before) if i not in plan.overrides
         ]
         if candidates:
             largest = max(candidates, key=lambda i: view[i].tokens)

@@ -155,7 +155,7 @@ class _Completions(_Delegate):
 
 
 class _AsyncCompletions(_Completions):
-    async def create(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def create(self, **kwargs: Any) -> Any:
         """``chat.completions.create`` with the context managed (async)."""
         session = kwargs.pop(SESSION_KWARG, None)
         raw = kwargs.pop("messages")
@@ -205,6 +205,8 @@ def wrap(client: openai.OpenAI | openai.AsyncOpenAI, **config: Any) -> Any:
     tenacity's on.
     """
     if not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
-        raise TypeError(f"wrap() takes an openai.OpenAI or openai.AsyncOpenAI, not {type(client)!r}")
+        raise TypeError(
+            f"wrap() takes an openai.OpenAI or openai.AsyncOpenAI, not {type(client)!r}"
+        )
     manager = ContextManager(client=client, **config)
     return WrappedClient(client, manager)

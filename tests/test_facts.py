@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from summarizer.facts import (
-    KIND_ORDER,
     EVICTION_ORDER,
+    KIND_ORDER,
     LEDGER_HEADER,
     Fact,
     extract_facts,

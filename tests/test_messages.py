@@ -96,7 +96,10 @@ def test_message_text_reads_parts_and_tool_arguments() -> None:
         ([{"role": "user", "content": [{"text": "no type"}]}], "messages[0].content[0]"),
         ([{"role": "tool", "content": "x"}], "messages[0].tool_call_id"),
         ([{"role": "assistant", "tool_calls": {"id": "1"}}], "messages[0].tool_calls"),
-        ([{"role": "assistant", "tool_calls": [{"type": "function"}]}], "messages[0].tool_calls[0].id"),
+        (
+            [{"role": "assistant", "tool_calls": [{"type": "function"}]}],
+            "messages[0].tool_calls[0].id",
+        ),
     ],
 )
 def test_validation_names_the_bad_field(messages: object, param: str) -> None:

@@ -131,6 +131,7 @@ def test_budget_exceeded_when_must_keep_parts_do_not_fit() -> None:
 
 # -- properties over random conversations ------------------------------------------------------
 
+
 @st.composite
 def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []

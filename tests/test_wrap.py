@@ -68,7 +68,10 @@ def test_unknown_fields_and_parameters_reach_the_upstream_unchanged() -> None:
         )
         messages = [
             {"role": "system", "content": "s", "x_vendor": {"cache": True}},
-            {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+            },
         ]
         client.chat.completions.create(
             model=MODEL, messages=messages, temperature=0.3, seed=5, extra_body={"top_k": 4}
@@ -117,7 +120,10 @@ def test_streaming_calls_compact_and_hide_the_usage_chunk_unless_asked() -> None
         messages: list[dict[str, Any]] = [session.system, session.task]
         for turn in range(30):
             stream = client.chat.completions.create(
-                model=MODEL, messages=messages, tools=session.tools, stream=True,
+                model=MODEL,
+                messages=messages,
+                tools=session.tools,
+                stream=True,
                 max_completion_tokens=500,
             )
             calls: dict[int, dict[str, Any]] = {}
@@ -130,15 +136,28 @@ def test_streaming_calls_compact_and_hide_the_usage_chunk_unless_asked() -> None
                     entry["id"] = delta.id or entry["id"]
                     entry["name"] += delta.function.name or "" if delta.function else ""
                     entry["args"] += (delta.function.arguments or "") if delta.function else ""
-            messages.append({
-                "role": "assistant", "content": None,
-                "tool_calls": [
-                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["args"]}}
-                    for c in calls.values()
-                ],
-            })
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {"name": c["name"], "arguments": c["args"]},
+                        }
+                        for c in calls.values()
+                    ],
+                }
+            )
             for c in calls.values():
-                messages.append({"role": "tool", "tool_call_id": c["id"], "content": session.execute(turn, c["name"], c["args"])})
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": c["id"],
+                        "content": session.execute(turn, c["name"], c["args"]),
+                    }
+                )
         assert len(events) >= 2
         sent = [r.body for r in up.requests if r.body and r.body.get("stream")]
         assert all(b["stream_options"] == {"include_usage": True} for b in sent)
@@ -162,7 +181,15 @@ def test_async_client_compacts_too() -> None:
             reply = response.choices[0].message
             messages.append(reply.model_dump(exclude_none=True))
             for call in reply.tool_calls or []:
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": session.execute(turn, call.function.name, call.function.arguments)})
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "content": session.execute(
+                            turn, call.function.name, call.function.arguments
+                        ),
+                    }
+                )
         await raw.close()
         return len(events), messages
 
@@ -178,7 +205,9 @@ def _filled(n: int, size: int = 400) -> list[dict[str, Any]]:
         {"role": "user", "content": "task: keep going"},
     ]
     for i in range(n):
-        messages += tool_turn(f"c{i}", "read_file", f'{{"path": "src/m{i}.py"}}', f"line {i} " * size)
+        messages += tool_turn(
+            f"c{i}", "read_file", f'{{"path": "src/m{i}.py"}}', f"line {i} " * size
+        )
     return messages
 
 
@@ -190,7 +219,19 @@ def test_summary_call_is_retried_on_5xx_and_429() -> None:
         )
         raw = openai.OpenAI(base_url=up.base_url, api_key="k", max_retries=0)
         context = ContextManager(client=raw, context_window=8_000)
-        result = context.prepare(_filled(12), model=MODEL, tools=[{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object", "properties": {}}}}])
+        result = context.prepare(
+            _filled(12),
+            model=MODEL,
+            tools=[
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "read_file",
+                        "parameters": {"type": "object", "properties": {}},
+                    },
+                }
+            ],
+        )
         assert result.compacted and result.event is not None
         assert result.event.failure is None
         summaries = [r for r in up.requests if r.body and is_summary_request(r.body)]
@@ -230,7 +271,9 @@ def test_context_length_exceeded_compacts_tighter_and_retries_once() -> None:
             openai.OpenAI(base_url=up.base_url, api_key="k", max_retries=0), context_window=12_000
         )
         response = client.chat.completions.create(
-            model=MODEL, messages=_filled(7), max_completion_tokens=200  # 8,591 tokens
+            model=MODEL,
+            messages=_filled(7),
+            max_completion_tokens=200,  # 8,591 tokens
         )
         assert response.choices[0].message.content == "ok"
         statuses = [r.status for r in up.requests if r.body and not is_summary_request(r.body)]

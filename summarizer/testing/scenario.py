@@ -164,9 +164,9 @@ class CodingSession:
         lines: list[str]
         if name == "read_file":
             path = str(args.get("path", "unknown.py"))
-            lines = [f"# {path}"] + [_code_line(rng, i) for i in range(rng.randint(low, high))]
+            lines = [f"# {path}", *(_code_line(rng, i) for i in range(rng.randint(low, high)))]
         elif name == "run":
-            lines = [f"$ {args.get('command', '')}"] + _pytest_output(rng, rng.randint(low, high))
+            lines = [f"$ {args.get('command', '')}", *_pytest_output(rng, rng.randint(low, high))]
         else:
             pattern = str(args.get("pattern", ""))
             lines = [
@@ -187,7 +187,8 @@ def _code_line(rng: random.Random, index: int) -> str:
     a, b = rng.sample(_NAMES, 2)
     pattern = rng.randrange(4)
     if pattern == 0:
-        return f"    {a}_{index} = Decimal({b}.value) * Decimal('{rng.randint(1, 99)}.{rng.randint(0, 99):02d}')"
+        price = f"{rng.randint(1, 99)}.{rng.randint(0, 99):02d}"
+        return f"    {a}_{index} = Decimal({b}.value) * Decimal('{price}')"
     if pattern == 1:
         return f"def compute_{a}_{b}({a}: Decimal, {b}: Decimal) -> Decimal:"
     if pattern == 2:
@@ -201,7 +202,8 @@ def _pytest_output(rng: random.Random, count: int) -> list[str]:
         status = "PASSED" if rng.random() > 0.1 else "FAILED"
         test_file = rng.choice(["tests/test_billing.py", "tests/test_discounts.py"])
         lines.append(f"{test_file}::test_case_{i:03d} {status}")
+    seconds = f"{rng.randint(1, 9)}.{rng.randint(10, 99)}s"
     lines.append(
-        f"======================== {count} tests ran in {rng.randint(1, 9)}.{rng.randint(10, 99)}s ========================"
+        f"======================== {count} tests ran in {seconds} ========================"
     )
     return lines
