@@ -122,3 +122,7 @@ def main() -> None:
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
     app()
+
+
+if __name__ == "__main__":
+    main()

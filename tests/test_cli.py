@@ -1,0 +1,60 @@
+"""The console script, run as a user would run it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from summarizer.cli import app
+
+runner = CliRunner()
+
+
+def test_help_lists_the_commands() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "demo" in result.output and "count" in result.output
+
+
+def test_count_counts_a_conversation_offline(tmp_path: Path) -> None:
+    path = tmp_path / "conversation.json"
+    messages = [{"role": "user", "content": "hello world"}]
+    path.write_text(json.dumps(messages))
+    result = runner.invoke(app, ["count", str(path), "--model", "gpt-4o"])
+    assert result.exit_code == 0, result.output
+    # 3 per message + "user" (1) + "hello world" (2) + 3 reply priming
+    assert result.output.startswith("9 tokens")
+
+
+def test_count_reports_bad_input_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{"content": "no role"}]))
+    result = runner.invoke(app, ["count", str(path)])
+    assert result.exit_code == 2
+    assert "messages[0].role" in result.output
+
+
+def test_demo_runs_end_to_end_as_a_console_script() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "summarizer.cli",
+            "demo",
+            "--turns",
+            "40",
+            "--context-window",
+            "8000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "compaction  1:" in result.stdout
+    assert "planted facts still in context            5/5" in result.stdout
