@@ -76,7 +76,9 @@ class ChainCache:
         """Per-message digests and the prefix chain of ``messages``."""
         if not messages:
             return [], []
-        first = message_digest(messages[0])
+        # Keyed by the first two messages (system prompt and task, typically), so sessions that
+        # share a system prompt do not evict each other.
+        first = ":".join(message_digest(m) for m in messages[:2])
         with self._lock:
             entry = self._entries.get(first)
             if entry is not None:

@@ -1,8 +1,8 @@
 """Prompt texts, loaded by name and version from the ``prompts/`` folder; never inlined in code.
 
 Prompts live in ``prompts/<version>/<name>.md`` at the top of the repository, and inside the
-installed wheel as ``summarizer/prompts/``. A prompt's text is stable for a given version, which is
-what keeps a summary request's appended instruction, and so the request, byte-identical.
+installed wheel as ``summarizer/prompt_files/``. A prompt's text is stable for a given version,
+which keeps a summary request's appended instruction, and so the request, byte-identical.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ DEFAULT_VERSION = "v1"
 def prompt_dirs() -> list[Path]:
     """Folders searched for prompts: the installed package's copy, then the source checkout's."""
     here = Path(__file__).resolve().parent
-    return [here / "prompts", here.parent / "prompts"]
+    return [here / "prompt_files", here.parent / "prompts"]
 
 
 @functools.cache
