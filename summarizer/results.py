@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from .messages import Message
 
@@ -20,7 +20,7 @@ class SummarizeCall(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    body: dict[str, Any]
+    body: SkipValidation[dict[str, Any]]
     attempt: Literal["first", "strict"] = "first"
 
 
@@ -75,7 +75,8 @@ class CompactionEvent(BaseModel):
 class PrepareResult(BaseModel):
     """What to send upstream for one request."""
 
-    messages: list[Message]
+    messages: SkipValidation[list[Message]]
+    """The caller's own message objects (not copies), plus any summarizer inserted."""
     compacted: bool
     """Whether this call performed a compaction (not merely reused an earlier one)."""
     rewritten: bool

@@ -1,0 +1,84 @@
+"""The engine end to end on random conversations, through its sans-I/O seam.
+
+Summary calls are answered in-process by a function (the engine only *yields* the call it needs),
+so hypothesis can run hundreds of conversations quickly; real-socket runs are in test_wrap.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from summarizer import BudgetExceeded, ContextManager
+from summarizer.messages import group_units, tool_call_ids, validate_messages
+from summarizer.results import SummarizeCall, SummaryOutcome
+
+from .test_planner import conversations
+
+
+def summarize(call: SummarizeCall) -> SummaryOutcome:
+    body = call.body
+    assert body["messages"][-1]["role"] == "user"
+    return SummaryOutcome(text="## Task and constraints\nthe task\n## Current state\nworking")
+
+
+def assert_valid_conversation(messages: list[dict[str, Any]]) -> None:
+    validate_messages(messages)
+    for unit in group_units(messages):
+        assert unit.kind != "tool", "a tool result lost its call"
+        if unit.kind == "tool_exchange":
+            call = messages[unit.start]
+            answered = {messages[i]["tool_call_id"] for i in unit.indices[1:]}
+            assert answered == set(tool_call_ids(call)), "a tool call lost its result"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), st.integers(1_500, 6_000))
+def test_compacted_requests_are_valid_and_within_budget(
+    messages: list[dict[str, Any]], window: int
+) -> None:
+    context = ContextManager(
+        summarizer=summarize,
+        context_window=window,
+        reserve_output_tokens=200,
+        max_summary_tokens=200,
+        ledger_max_tokens=100,
+    )
+    try:
+        result = context.prepare(messages, model="gpt-4o")
+    except BudgetExceeded:
+        return
+    sent = result.messages
+    assert_valid_conversation(sent)
+    assert result.report.estimated_tokens <= result.report.trigger_tokens or not result.compacted
+    assert result.report.estimated_tokens <= window - 200
+    if messages[0]["role"] == "system":
+        assert sent[0] is messages[0]
+    users = [m for m in messages if m["role"] == "user"]
+    assert any(m is users[0] for m in sent), "the task was dropped"
+    assert any(m is users[-1] for m in sent), "the latest user message was dropped"
+    # The same raw conversation is rewritten identically on the next call.
+    again = context.prepare(messages, model="gpt-4o")
+    assert again.messages == sent and not again.compacted
+
+
+def test_growing_conversation_is_append_only_between_compactions() -> None:
+    context = ContextManager(summarizer=summarize, context_window=4_000, max_summary_tokens=300)
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+    ]
+    previous: list[dict[str, Any]] | None = None
+    compactions = 0
+    for turn in range(60):
+        result = context.prepare(history, model="gpt-4o")
+        if result.compacted:
+            compactions += 1
+        elif previous is not None:
+            assert result.messages[: len(previous)] == previous
+        previous = result.messages
+        history.append({"role": "assistant", "content": f"step {turn} " * 40})
+        history.append({"role": "user", "content": f"continue {turn}"})
+    assert compactions >= 3
