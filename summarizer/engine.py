@@ -132,8 +132,8 @@ class TokenCache:
 
 
 @dataclass
-class _Located:
-    """A request resolved against the store: its view and its size."""
+class Located:
+    """A request resolved against the store: its view and its size (engine-internal state)."""
 
     session: str
     messages: list[Message]
@@ -191,7 +191,7 @@ class ContextEngine:
         tools: Sequence[Mapping[str, Any]] | None = None,
         session: str | None = None,
         request: Mapping[str, Any] | None = None,
-    ) -> _Located:
+    ) -> Located:
         """Validate ``messages``, find their checkpoint and measure the resulting view."""
         raw = validate_messages(list(messages) if not isinstance(messages, list) else messages)
         request = request or {}
@@ -207,7 +207,7 @@ class ContextEngine:
         view = self._view(raw, digests, checkpoint, counter)
         fixed = counter.count_tools(tools) + 3
         raw_tokens = fixed + sum(item.tokens for item in view)
-        return _Located(
+        return Located(
             session=session_key,
             messages=raw,
             model=model,
@@ -270,11 +270,11 @@ class ContextEngine:
 
     # -- deciding -----------------------------------------------------------------------------
 
-    def needs_compaction(self, located: _Located) -> bool:
+    def needs_compaction(self, located: Located) -> bool:
         """Whether the located request is over the trigger."""
         return located.calibrated_tokens > located.budget.trigger_tokens
 
-    def unchanged(self, located: _Located) -> PrepareResult:
+    def unchanged(self, located: Located) -> PrepareResult:
         """The result for a request sent as its view, with no new compaction."""
         return PrepareResult(
             messages=[item.message for item in located.view],
@@ -285,7 +285,7 @@ class ContextEngine:
             report=located.report(located.raw_tokens, located.calibrated_tokens),
         )
 
-    def steps(self, located: _Located, *, trigger: Trigger = "threshold") -> Steps:
+    def steps(self, located: Located, *, trigger: Trigger = "threshold") -> Steps:
         """Compact ``located``: yields summary calls, returns what to send."""
         started = time.monotonic()
         config = self.config
@@ -389,7 +389,7 @@ class ContextEngine:
             event=event,
         )
 
-    def _ledger(self, located: _Located, plan: Plan) -> list[Fact]:
+    def _ledger(self, located: Located, plan: Plan) -> list[Fact]:
         previous = (
             [Fact.model_validate(f) for f in located.checkpoint.ledger]
             if (located.checkpoint)
@@ -408,7 +408,7 @@ class ContextEngine:
         )
 
     def _summarize(
-        self, located: _Located, plan: Plan, ledger: list[Fact], trigger: Trigger
+        self, located: Located, plan: Plan, ledger: list[Fact], trigger: Trigger
     ) -> Generator[
         SummarizeCall, SummaryOutcome, tuple[str | None, float | None, str | None, SummaryOutcome]
     ]:
@@ -486,7 +486,7 @@ class ContextEngine:
 
     def _checkpoint(
         self,
-        located: _Located,
+        located: Located,
         plan: Plan,
         summary_text: str | None,
         ledger: Sequence[Fact],

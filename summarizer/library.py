@@ -11,12 +11,12 @@ import asyncio
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
-from typing import Any
+from typing import Any, NamedTuple
 
 import openai
 
 from .config import CompactionConfig
-from .engine import ContextEngine, drive_async, drive_sync
+from .engine import ContextEngine, Located, drive_async, drive_sync
 from .errors import ConfigurationError
 from .messages import Message
 from .results import CompactionEvent, PrepareResult, SummarizeCall, SummaryOutcome, Trigger
@@ -25,6 +25,14 @@ from .tokens import Calibration
 from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 
 SyncSummarizer = Callable[[SummarizeCall], SummaryOutcome]
+
+
+class _Args(NamedTuple):
+    messages: Sequence[Message]
+    model: str
+    tools: Sequence[Mapping[str, Any]] | None
+    session: str | None
+    request: Mapping[str, Any] | None
 
 
 class ContextManager:
@@ -85,11 +93,10 @@ class ContextManager:
 
         ``request`` is the rest of the Chat Completions body (for ``max_completion_tokens``).
         """
-        located = self.engine.locate(
-            messages, model=model, tools=tools, session=session, request=request
-        )
-        if force is None and not self.engine.needs_compaction(located):
-            return self.engine.unchanged(located)
+        args = _Args(messages, model, tools, session, request)
+        located, done = self._locate(args, force)
+        if done is not None:
+            return done
         if self._sync is None:
             raise ConfigurationError(
                 "a compaction is needed but no synchronous client was given for summary calls: "
@@ -97,11 +104,9 @@ class ContextManager:
             )
         with self._session_lock(located.session):
             # Another thread may have compacted this session while we waited.
-            located = self.engine.locate(
-                messages, model=model, tools=tools, session=session, request=request
-            )
-            if force is None and not self.engine.needs_compaction(located):
-                return self.engine.unchanged(located)
+            located, done = self._locate(args, force)
+            if done is not None:
+                return done
             return drive_sync(self.engine.steps(located, trigger=force or "threshold"), self._sync)
 
     async def aprepare(
@@ -115,11 +120,10 @@ class ContextManager:
         force: Trigger | None = None,
     ) -> PrepareResult:
         """The async twin of ``prepare``; summary calls go through the ``AsyncOpenAI`` client."""
-        located = self.engine.locate(
-            messages, model=model, tools=tools, session=session, request=request
-        )
-        if force is None and not self.engine.needs_compaction(located):
-            return self.engine.unchanged(located)
+        args = _Args(messages, model, tools, session, request)
+        located, done = self._locate(args, force)
+        if done is not None:
+            return done
         if self._async is None:
             raise ConfigurationError(
                 "a compaction is needed but no async client was given for summary calls: "
@@ -127,14 +131,25 @@ class ContextManager:
             )
         perform = self._async
         async with self._session_alock(located.session):
-            located = self.engine.locate(
-                messages, model=model, tools=tools, session=session, request=request
-            )
-            if force is None and not self.engine.needs_compaction(located):
-                return self.engine.unchanged(located)
+            located, done = self._locate(args, force)
+            if done is not None:
+                return done
             return await drive_async(
                 self.engine.steps(located, trigger=force or "threshold"), perform
             )
+
+    def _locate(self, args: _Args, force: Trigger | None) -> tuple[Located, PrepareResult | None]:
+        """Locate the request; the result too when no compaction is needed."""
+        located = self.engine.locate(
+            args.messages,
+            model=args.model,
+            tools=args.tools,
+            session=args.session,
+            request=args.request,
+        )
+        if force is None and not self.engine.needs_compaction(located):
+            return located, self.engine.unchanged(located)
+        return located, None
 
     def observe(self, result: PrepareResult, usage: Any, *, model: str) -> None:
         """Feed back a response's ``usage`` (an SDK object or a dict) for calibration."""
