@@ -37,7 +37,8 @@ def demo(
 
     def show(event: CompactionEvent) -> None:
         counter["n"] += 1
-        first = next((line for line in event.summary.splitlines() if line.strip()), "")
+        lines = [line.strip() for line in event.summary.splitlines()]
+        first = next((line for line in lines if line and not line.startswith("#")), "")
         score = "n/a" if event.score is None else f"{event.score:.2f}"
         typer.echo(
             f"compaction {counter['n']:>2}: messages [{event.cut[0]}, {event.cut[1]}) "
