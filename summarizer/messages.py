@@ -54,19 +54,25 @@ def prefix_chain(messages: Sequence[Mapping[str, Any]], *, seed: str = "") -> li
     return chain
 
 
-def message_text(message: Mapping[str, Any]) -> str:
-    """All human-readable text in a message: content parts, refusals, tool-call arguments."""
-    pieces: list[str] = []
+def content_text(message: Mapping[str, Any]) -> str:
+    """The text of a message's content: the string, or its text and refusal parts joined."""
     content = message.get("content")
     if isinstance(content, str):
-        pieces.append(content)
-    elif isinstance(content, list):
+        return content
+    pieces: list[str] = []
+    if isinstance(content, list):
         for part in content:
             if isinstance(part, Mapping):
                 for key in ("text", "refusal"):
                     value = part.get(key)
                     if isinstance(value, str):
                         pieces.append(value)
+    return "\n".join(pieces)
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """All human-readable text in a message: content parts, refusals, tool-call arguments."""
+    pieces: list[str] = [content_text(message)]
     refusal = message.get("refusal")
     if isinstance(refusal, str):
         pieces.append(refusal)

@@ -21,7 +21,7 @@ from typing import Any, TypeAlias
 
 from pydantic import BaseModel, Field
 
-from ..messages import INSTRUCTION_ROLES
+from ..messages import INSTRUCTION_ROLES, content_text
 from ..tokenizers import load_encoding
 
 __all__ = [
@@ -176,24 +176,9 @@ def _tool_call_arguments(message: Mapping[str, Any]) -> list[str]:
     return strings
 
 
-def _content_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    pieces: list[str] = []
-    if isinstance(content, list):
-        for part in content:
-            if isinstance(part, Mapping):
-                for key in ("text", "refusal"):
-                    value = part.get(key)
-                    if isinstance(value, str):
-                        pieces.append(value)
-    return "\n".join(pieces)
-
-
 def _message_lines(message: Mapping[str, Any]) -> list[str]:
     """The non-empty, non-heading lines of a message: its text and its tool-call arguments."""
-    texts = [_content_text(message), *_tool_call_arguments(message)]
+    texts = [content_text(message), *_tool_call_arguments(message)]
     lines: list[str] = []
     for text in texts:
         for line in text.splitlines():
@@ -268,20 +253,20 @@ def summary_responder(body: dict[str, Any]) -> Reply:
     if messages and messages[-1].get("role") in ("user", "system", "developer"):
         earlier = messages[:-1]
         if any(m.get("role") not in INSTRUCTION_ROLES for m in earlier):
-            instruction = _content_text(messages[-1])
+            instruction = content_text(messages[-1])
             messages = earlier
 
     task = "(no task stated)"
     for message in messages:
         if message.get("role") == "user":
-            text = _content_text(message)
+            text = content_text(message)
             task = _clip((_previous_task(text) or text).strip() or task, _TASK_CHARS)
             break
 
     state = "(no assistant output yet)"
     for message in reversed(messages):
         if message.get("role") == "assistant":
-            text = _content_text(message).strip()
+            text = content_text(message).strip()
             if text:
                 state = _clip(text, _STATE_CHARS)
                 break
