@@ -65,6 +65,8 @@ class Located:
     budget: Budget
     counter: TokenCounter
     checkpoint: Checkpoint | None
+    digests: list[str]
+    chain: list[str]
     view: list[ViewItem]
     fixed_tokens: int
     raw_tokens: int
@@ -138,6 +140,8 @@ class ContextEngine:
             budget=budget,
             counter=counter,
             checkpoint=checkpoint,
+            digests=digests,
+            chain=chain,
             view=view,
             fixed_tokens=fixed,
             raw_tokens=raw_tokens,
@@ -257,7 +261,7 @@ class ContextEngine:
         checkpoint = self._checkpoint(located, plan, summary_text, ledger, score, failure, trigger)
         new_view = self._view(
             located.messages,
-            self._chains.digests_and_chain(located.messages)[0],
+            located.digests,
             checkpoint,
             located.counter,
         )
@@ -434,12 +438,11 @@ class ContextEngine:
             )
         else:
             inserted = previous.summary_message if previous is not None else None
-        chain = self._chains.digests_and_chain(located.messages)[1]
         return Checkpoint(
             namespace=self.namespace,
             session=located.session,
             covered_count=covered,
-            covered_prefix_hash=chain[covered - 1],
+            covered_prefix_hash=located.chain[covered - 1],
             kept_indices=kept,
             summary_message=inserted,
             overrides=overrides,
