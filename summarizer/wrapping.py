@@ -123,59 +123,77 @@ class _Delegate:
         return getattr(self._inner, name)
 
 
+class _Call:
+    """One ``create`` call: the raw history split from the arguments passed through."""
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self.session = kwargs.pop(SESSION_KWARG, None)
+        self.raw = kwargs.pop("messages")
+        self.model: str = kwargs["model"]
+        self.show_usage = _stream_options(kwargs)
+        self.kwargs = kwargs
+
+    @property
+    def prepare_args(self) -> dict[str, Any]:
+        """Keyword arguments for ``prepare``/``aprepare``."""
+        return {
+            "model": self.model,
+            "tools": self.kwargs.get("tools"),
+            "session": self.session,
+            "request": self.kwargs,
+        }
+
+    def finish(
+        self, manager: ContextManager, result: PrepareResult, response: Any, stream_type: type
+    ) -> Any:
+        """Feed the usage back (now, or as the stream ends) and return what the caller gets."""
+
+        def observe(usage: Any) -> None:
+            manager.observe(result, usage, model=self.model)
+
+        if self.kwargs.get("stream"):
+            return stream_type(response, observe, self.show_usage)
+        if getattr(response, "usage", None) is not None:
+            observe(response.usage)
+        return response
+
+
 class _Completions(_Delegate):
     def __init__(self, inner: Any, manager: ContextManager) -> None:
         self._inner = inner
         self._manager = manager
 
-    def _observer(self, result: PrepareResult, model: str) -> Any:
-        return lambda usage: self._manager.observe(result, usage, model=model)
-
     def create(self, **kwargs: Any) -> Any:
         """``chat.completions.create`` with the context managed."""
-        session = kwargs.pop(SESSION_KWARG, None)
-        raw = kwargs.pop("messages")
-        model = kwargs["model"]
-        show_usage = _stream_options(kwargs)
-        prepare = dict(model=model, tools=kwargs.get("tools"), session=session, request=kwargs)
-        result = self._manager.prepare(raw, **prepare)
+        call = _Call(kwargs)
+        result = self._manager.prepare(call.raw, **call.prepare_args)
         try:
-            response = self._inner.create(messages=result.messages, **kwargs)
+            response = self._inner.create(messages=result.messages, **call.kwargs)
         except openai.APIStatusError as exc:
             if not is_context_length_error(exc):
                 raise
-            result = self._manager.prepare(raw, force="context_length_exceeded", **prepare)
-            response = self._inner.create(messages=result.messages, **kwargs)
-        observe = self._observer(result, model)
-        if kwargs.get("stream"):
-            return _Stream(response, observe, show_usage)
-        if getattr(response, "usage", None) is not None:
-            observe(response.usage)
-        return response
+            result = self._manager.prepare(
+                call.raw, force="context_length_exceeded", **call.prepare_args
+            )
+            response = self._inner.create(messages=result.messages, **call.kwargs)
+        return call.finish(self._manager, result, response, _Stream)
 
 
 class _AsyncCompletions(_Completions):
     async def create(self, **kwargs: Any) -> Any:
         """``chat.completions.create`` with the context managed (async)."""
-        session = kwargs.pop(SESSION_KWARG, None)
-        raw = kwargs.pop("messages")
-        model = kwargs["model"]
-        show_usage = _stream_options(kwargs)
-        prepare = dict(model=model, tools=kwargs.get("tools"), session=session, request=kwargs)
-        result = await self._manager.aprepare(raw, **prepare)
+        call = _Call(kwargs)
+        result = await self._manager.aprepare(call.raw, **call.prepare_args)
         try:
-            response = await self._inner.create(messages=result.messages, **kwargs)
+            response = await self._inner.create(messages=result.messages, **call.kwargs)
         except openai.APIStatusError as exc:
             if not is_context_length_error(exc):
                 raise
-            result = await self._manager.aprepare(raw, force="context_length_exceeded", **prepare)
-            response = await self._inner.create(messages=result.messages, **kwargs)
-        observe = self._observer(result, model)
-        if kwargs.get("stream"):
-            return _AsyncStream(response, observe, show_usage)
-        if getattr(response, "usage", None) is not None:
-            observe(response.usage)
-        return response
+            result = await self._manager.aprepare(
+                call.raw, force="context_length_exceeded", **call.prepare_args
+            )
+            response = await self._inner.create(messages=result.messages, **call.kwargs)
+        return call.finish(self._manager, result, response, _AsyncStream)
 
 
 class _Chat(_Delegate):

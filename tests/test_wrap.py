@@ -310,3 +310,30 @@ def test_an_empty_summary_is_retried_with_the_strict_instruction() -> None:
         assert len(calls) == 2 and "could not be used" in calls[1]
         assert result.event is not None and result.event.failure is None
         assert result.event.score is not None and result.event.score > 0
+
+
+def test_async_streaming_hides_usage_unless_asked_and_calibrates() -> None:
+    async def run(base_url: str) -> tuple[list[Any], list[Any], Any]:
+        raw = openai.AsyncOpenAI(base_url=base_url, api_key="k", max_retries=0)
+        client = summarizer.wrap(raw, context_window=8_000)
+        messages = [{"role": "user", "content": "hello there " * 50}]
+        hidden = [
+            c
+            async for c in await client.chat.completions.create(
+                model=MODEL, messages=messages, stream=True
+            )
+        ]
+        shown = [
+            c
+            async for c in await client.chat.completions.create(
+                model=MODEL, messages=messages, stream=True, stream_options={"include_usage": True}
+            )
+        ]
+        await raw.close()
+        return hidden, shown, client
+
+    with TestUpstream() as up:
+        hidden, shown, client = asyncio.run(run(up.base_url))
+    assert all(chunk.choices for chunk in hidden)
+    assert not shown[-1].choices and shown[-1].usage.prompt_tokens > 0
+    assert client.context.engine.calibration.ratio(MODEL) != 1.0
