@@ -1,19 +1,17 @@
-"""Process-local caches that make each request cost what is new, not the whole history.
+"""The prefix-chain cache that makes each request cost what is new, not the whole history.
 
-Both are bounded LRUs and thread-safe; losing them costs only time, never correctness, since
-every cached value is recomputable from the messages.
+A bounded LRU, thread-safe; losing it costs only time, never correctness, since every cached
+value is recomputable from the messages. (Token counts are cached by the counters themselves.)
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .messages import Message, chain_step, message_digest
-from .tokens import TokenCounter
 
 
 @dataclass
@@ -68,27 +66,3 @@ class ChainCache:
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
         return digests, chain
-
-
-class TokenCache:
-    """Token counts of messages by (encoding, digest); bounded LRU, thread-safe."""
-
-    def __init__(self, size: int = 200_000) -> None:
-        self._counts: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def count(self, counter: TokenCounter, message: Mapping[str, Any], digest: str) -> int:
-        """Tokens of ``message``, counted once per digest."""
-        key = (counter.name, digest)
-        with self._lock:
-            cached = self._counts.get(key)
-            if cached is not None:
-                self._counts.move_to_end(key)
-                return cached
-        tokens = counter.count_message(message)
-        with self._lock:
-            self._counts[key] = tokens
-            if len(self._counts) > self._size:
-                self._counts.popitem(last=False)
-        return tokens

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .caches import ChainCache, TokenCache
+from .caches import ChainCache
 from .checkpoints import Checkpoint
 from .config import Budget, CompactionConfig, requested_output_tokens, resolve_budget
 from .errors import BudgetExceeded, SummaryFailed
@@ -101,7 +101,6 @@ class ContextEngine:
         self.calibration = calibration or Calibration()
         self.on_compaction = on_compaction
         self._chains = ChainCache()
-        self._tokens = TokenCache()
         self._latest: dict[str, Checkpoint] = {}
         self._latest_lock = threading.Lock()
 
@@ -189,7 +188,7 @@ class ContextEngine:
                 digest = message_digest(message)
             else:
                 message, digest = raw[index], digests[index]
-            return ViewItem(message, index, self._tokens.count(counter, message, digest))
+            return ViewItem(message, index, counter.count_message(message, digest=digest))
 
         layout = checkpoint.layout(len(raw)) if checkpoint is not None else range(len(raw))
         return [item(i) for i in layout]

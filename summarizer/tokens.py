@@ -266,8 +266,9 @@ class TokenCounter(Protocol):
         """Tokens of ``text`` as plain text."""
         ...
 
-    def count_message(self, message: Mapping[str, Any]) -> int:
-        """Tokens of one message, including the per-message overhead."""
+    def count_message(self, message: Mapping[str, Any], *, digest: str | None = None) -> int:
+        """Tokens of one message, including the per-message overhead. ``digest``, when the
+        caller already has ``message_digest(message)``, saves computing it again."""
         ...
 
     def count_messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
@@ -355,12 +356,14 @@ class _ChatCounter:
 
     # messages ----------------------------------------------------------------------------------
 
-    def count_message(self, message: Mapping[str, Any]) -> int:
-        """Tokens of one message: its fields plus ``TOKENS_PER_MESSAGE`` (cached by digest)."""
-        try:
-            digest = message_digest(message)
-        except (TypeError, ValueError):  # not JSON-serialisable: count it uncached
-            return self._count_message(message)
+    def count_message(self, message: Mapping[str, Any], *, digest: str | None = None) -> int:
+        """Tokens of one message: its fields plus ``TOKENS_PER_MESSAGE`` (cached by digest;
+        pass ``digest`` when it is already known)."""
+        if digest is None:
+            try:
+                digest = message_digest(message)
+            except (TypeError, ValueError):  # not JSON-serialisable: count it uncached
+                return self._count_message(message)
         cached = self._messages.get(digest)
         if cached is not None:
             return cached
