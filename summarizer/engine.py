@@ -35,7 +35,7 @@ from .results import (
     TokenReport,
     Trigger,
 )
-from .stores import Store
+from .stores import Store, prefix_candidates
 from .summary_request import (
     build_summary_request,
     cut_at_sentence,
@@ -163,7 +163,7 @@ class ContextEngine:
                 start = k  # a newer checkpoint must cover more than this one
             else:
                 known = None
-        candidates = {chain[i]: i + 1 for i in range(start, len(chain))}
+        candidates = prefix_candidates(chain, start)
         found = self.store.find_latest(self.namespace, candidates) if candidates else None
         best = found if found is not None else known
         if best is not None:

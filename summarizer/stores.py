@@ -89,9 +89,10 @@ class Store(Protocol):
         ...
 
 
-def prefix_candidates(chain: Sequence[str]) -> dict[str, int]:
-    """The ``find_latest`` argument for a prefix chain: ``{chain[i]: i + 1}``."""
-    return {digest: index + 1 for index, digest in enumerate(chain)}
+def prefix_candidates(chain: Sequence[str], start: int = 0) -> dict[str, int]:
+    """The ``find_latest`` argument for a prefix chain: ``{chain[i]: i + 1}`` for ``i >= start``
+    (a caller that knows a checkpoint covering ``start`` messages asks only for longer ones)."""
+    return {chain[index]: index + 1 for index in range(start, len(chain))}
 
 
 @dataclass(frozen=True, slots=True)
