@@ -44,7 +44,7 @@ from .summary_request import (
     summary_message,
     summary_problem,
 )
-from .tokens import Calibration, TokenCounter, make_counter
+from .tokens import REPLY_PRIMING_TOKENS, Calibration, TokenCounter, make_counter
 
 logger = logging.getLogger("summarizer")
 
@@ -128,7 +128,7 @@ class ContextEngine:
         session_key = session or self._derive_session(raw, chain)
         checkpoint = self._find_checkpoint(session_key, chain)
         view = self._view(raw, digests, checkpoint, counter)
-        fixed = counter.count_tools(tools) + 3
+        fixed = counter.count_tools(tools) + REPLY_PRIMING_TOKENS
         raw_tokens = fixed + sum(item.tokens for item in view)
         return Located(
             session=session_key,
