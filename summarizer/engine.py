@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,7 @@ class Located:
     """A request resolved against the store: its view and its size (engine-internal state)."""
 
     session: str
+    namespace: str
     messages: list[Message]
     model: str
     tools: list[Mapping[str, Any]] | None
@@ -94,6 +96,7 @@ class ContextEngine:
         namespace: str = "",
         calibration: Calibration | None = None,
         on_compaction: Callable[[CompactionEvent], None] | None = None,
+        memo_size: int = 4096,
     ) -> None:
         self.config = config
         self.store = store
@@ -101,8 +104,10 @@ class ContextEngine:
         self.calibration = calibration or Calibration()
         self.on_compaction = on_compaction
         self._chains = ChainCache()
-        self._latest: dict[str, Checkpoint] = {}
+        # The latest checkpoint per (namespace, session): saves a store lookup per request.
+        self._latest: OrderedDict[tuple[str, str], Checkpoint] = OrderedDict()
         self._latest_lock = threading.Lock()
+        self._memo_size = memo_size
 
     # -- locating -----------------------------------------------------------------------------
 
@@ -114,8 +119,14 @@ class ContextEngine:
         tools: Sequence[Mapping[str, Any]] | None = None,
         session: str | None = None,
         request: Mapping[str, Any] | None = None,
+        namespace: str | None = None,
     ) -> Located:
-        """Validate ``messages``, find their checkpoint and measure the resulting view."""
+        """Validate ``messages``, find their checkpoint and measure the resulting view.
+
+        ``namespace`` (default: the engine's own) scopes sessions and checkpoints, e.g. to one
+        credential; nothing is ever found across namespaces.
+        """
+        namespace = self.namespace if namespace is None else namespace
         raw = validate_messages(list(messages) if not isinstance(messages, list) else messages)
         request = request or {}
         budget = resolve_budget(
@@ -126,12 +137,13 @@ class ContextEngine:
         )
         digests, chain = self._chains.digests_and_chain(raw)
         session_key = session or self._derive_session(raw, chain)
-        checkpoint = self._find_checkpoint(session_key, chain)
+        checkpoint = self._find_checkpoint(namespace, session_key, chain)
         view = self._view(raw, digests, checkpoint, counter)
         fixed = counter.count_tools(tools) + REPLY_PRIMING_TOKENS
         raw_tokens = fixed + sum(item.tokens for item in view)
         return Located(
             session=session_key,
+            namespace=namespace,
             messages=raw,
             model=model,
             tools=list(tools) if tools else None,
@@ -153,9 +165,18 @@ class ContextEngine:
                 return "auto-" + chain[index][:20]
         return "auto-" + chain[0][:20]
 
-    def _find_checkpoint(self, session: str, chain: Sequence[str]) -> Checkpoint | None:
+    def _remember(self, namespace: str, session: str, checkpoint: Checkpoint) -> None:
         with self._latest_lock:
-            known = self._latest.get(session)
+            self._latest[(namespace, session)] = checkpoint
+            self._latest.move_to_end((namespace, session))
+            while len(self._latest) > self._memo_size:
+                self._latest.popitem(last=False)
+
+    def _find_checkpoint(
+        self, namespace: str, session: str, chain: Sequence[str]
+    ) -> Checkpoint | None:
+        with self._latest_lock:
+            known = self._latest.get((namespace, session))
         start = 0
         if known is not None:
             k = known.covered_count
@@ -164,11 +185,10 @@ class ContextEngine:
             else:
                 known = None
         candidates = prefix_candidates(chain, start)
-        found = self.store.find_latest(self.namespace, candidates) if candidates else None
+        found = self.store.find_latest(namespace, candidates) if candidates else None
         best = found if found is not None else known
         if best is not None:
-            with self._latest_lock:
-                self._latest[session] = best
+            self._remember(namespace, session, best)
         return best
 
     def _view(
@@ -206,6 +226,7 @@ class ContextEngine:
             compacted=False,
             rewritten=located.checkpoint is not None,
             session=located.session,
+            namespace=located.namespace,
             checkpoint_id=located.checkpoint.id if located.checkpoint else None,
             report=located.report(located.raw_tokens, located.calibrated_tokens),
         )
@@ -274,8 +295,7 @@ class ContextEngine:
             )
         checkpoint = checkpoint.model_copy(update={"tokens_after": tokens_after})
         self.store.put(checkpoint)
-        with self._latest_lock:
-            self._latest[located.session] = checkpoint
+        self._remember(located.namespace, located.session, checkpoint)
         event = CompactionEvent(
             session=located.session,
             checkpoint_id=checkpoint.id,
@@ -309,6 +329,7 @@ class ContextEngine:
             compacted=True,
             rewritten=True,
             session=located.session,
+            namespace=located.namespace,
             checkpoint_id=checkpoint.id,
             report=located.report(tokens_after_raw, tokens_after),
             event=event,
@@ -438,7 +459,7 @@ class ContextEngine:
         else:
             inserted = previous.summary_message if previous is not None else None
         return Checkpoint(
-            namespace=self.namespace,
+            namespace=located.namespace,
             session=located.session,
             covered_count=covered,
             covered_prefix_hash=located.chain[covered - 1],
@@ -468,7 +489,7 @@ class ContextEngine:
         )
         if result.compacted and result.checkpoint_id:
             self.store.update_reported(
-                self.namespace, result.checkpoint_id, reported_tokens_after=prompt_tokens
+                result.namespace, result.checkpoint_id, reported_tokens_after=prompt_tokens
             )
 
 

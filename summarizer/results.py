@@ -82,6 +82,8 @@ class PrepareResult(BaseModel):
     rewritten: bool
     """Whether the messages differ from what the caller passed (an earlier or new checkpoint)."""
     session: str
+    namespace: str = ""
+    """The namespace the session lives in (e.g. a hashed credential in the proxy)."""
     checkpoint_id: str | None
     report: TokenReport
     event: CompactionEvent | None = None
