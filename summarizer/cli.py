@@ -14,6 +14,7 @@ app = typer.Typer(
     help="Keep LLM agents working past their context window.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="markdown",
 )
 
 
@@ -86,6 +87,86 @@ def demo(
         typer.echo(f"lost: {lost}")
     if stats.planted_lost or stats.largest_prompt_tokens > stats.context_window:
         raise typer.Exit(1)
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Interface to listen on. (default: 127.0.0.1)")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on. (default: 8787)")] = None,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="OpenAI-compatible base URL to forward to. "
+            "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1)"
+        ),
+    ] = None,
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            help="SQLite checkpoint file. (default: checkpoints.db in the user state folder)"
+        ),
+    ] = None,
+    context_window: Annotated[
+        int | None,
+        typer.Option(help="Window in tokens for every model. (default: each model's known window)"),
+    ] = None,
+    trigger_ratio: Annotated[
+        float | None, typer.Option(help="Compact above this share of the window. (default: 0.8)")
+    ] = None,
+    target_ratio: Annotated[
+        float | None, typer.Option(help="Compact down to this share of the window. (default: 0.4)")
+    ] = None,
+    keep_recent_tokens: Annotated[
+        int | None,
+        typer.Option(help="Recent tokens kept verbatim. (default: as many as fit the target)"),
+    ] = None,
+    max_summary_tokens: Annotated[
+        int | None, typer.Option(help="Cap on a summary's length. (default: 2000)")
+    ] = None,
+    summary_model: Annotated[
+        str | None, typer.Option(help="Model that writes summaries. (default: the agent's model)")
+    ] = None,
+    log_format: Annotated[
+        str | None, typer.Option(help="Log lines as 'text' or 'json'. (default: text)")
+    ] = None,
+    log_level: Annotated[str | None, typer.Option(help="Log level. (default: info)")] = None,
+    max_body_bytes: Annotated[
+        int | None, typer.Option(help="Largest request body accepted. (default: 33554432 (32 MiB))")
+    ] = None,
+) -> None:
+    """Run the OpenAI-compatible proxy: point an agent's base URL at http://HOST:PORT/v1.
+
+    Every flag can also be set in the environment: SUMMARIZER_CONTEXT_WINDOW for
+    --context-window, and so on; a flag wins over the environment. SUMMARIZER_UPSTREAM_API_KEY, when set, is sent upstream
+    instead of each client's own key (there is deliberately no flag for it: command lines are
+    visible to other users of the machine).
+    """
+    from .errors import SummarizerError
+    from .proxy.server import serve as run_server
+    from .settings import Settings
+
+    try:
+        settings = Settings.from_env(
+            host=host,
+            port=port,
+            upstream=upstream,
+            db=db,
+            context_window=context_window,
+            trigger_ratio=trigger_ratio,
+            target_ratio=target_ratio,
+            keep_recent_tokens=keep_recent_tokens,
+            max_summary_tokens=max_summary_tokens,
+            summary_model=summary_model,
+            log_format=log_format,
+            log_level=log_level,
+            max_body_bytes=max_body_bytes,
+        )
+        run_server(settings)
+    except SummarizerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
 
 @app.command()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from os import PathLike
 from typing import Any, NamedTuple
 
@@ -25,6 +26,7 @@ from .tokens import Calibration
 from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 
 SyncSummarizer = Callable[[SummarizeCall], SummaryOutcome]
+AsyncSummarizer = Callable[[SummarizeCall], Awaitable[SummaryOutcome]]
 
 
 class _Args(NamedTuple):
@@ -33,6 +35,7 @@ class _Args(NamedTuple):
     tools: Sequence[Mapping[str, Any]] | None
     session: str | None
     request: Mapping[str, Any] | None
+    namespace: str | None = None
 
 
 class ContextManager:
@@ -67,17 +70,27 @@ class ContextManager:
             self._async = AsyncOpenAISummaryClient(client)
         elif isinstance(client, openai.OpenAI) and summarizer is None:
             self._sync = OpenAISummaryClient(client)
-        self._locks: dict[str, threading.Lock] = {}
-        self._alocks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        # Weak: a session's lock lives while some request holds or awaits it (the proxy sees
+        # many sessions and must not keep one lock per session forever).
+        self._alocks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
         self._guard = threading.Lock()
 
-    def _session_lock(self, session: str) -> threading.Lock:
+    def _session_lock(self, located: Located) -> threading.Lock:
         with self._guard:
-            return self._locks.setdefault(session, threading.Lock())
+            return self._locks.setdefault(
+                (located.namespace, located.session), threading.Lock()
+            )
 
-    def _session_alock(self, session: str) -> asyncio.Lock:
+    def _session_alock(self, located: Located) -> asyncio.Lock:
+        key = (located.namespace, located.session)
         with self._guard:
-            return self._alocks.setdefault(session, asyncio.Lock())
+            lock = self._alocks.get(key)
+            if lock is None:
+                lock = self._alocks[key] = asyncio.Lock()
+            return lock
 
     def prepare(
         self,
@@ -102,7 +115,7 @@ class ContextManager:
                 "a compaction is needed but no synchronous client was given for summary calls: "
                 "pass client=openai.OpenAI(...) (or use aprepare with an AsyncOpenAI client)"
             )
-        with self._session_lock(located.session):
+        with self._session_lock(located):
             # Another thread may have compacted this session while we waited.
             located, done = self._locate(args, force)
             if done is not None:
@@ -118,25 +131,49 @@ class ContextManager:
         session: str | None = None,
         request: Mapping[str, Any] | None = None,
         force: Trigger | None = None,
+        namespace: str | None = None,
+        summarizer: AsyncSummarizer | None = None,
     ) -> PrepareResult:
-        """The async twin of ``prepare``; summary calls go through the ``AsyncOpenAI`` client."""
-        args = _Args(messages, model, tools, session, request)
+        """The async twin of ``prepare``; summary calls go through the ``AsyncOpenAI`` client.
+
+        ``namespace`` scopes the session (the proxy passes a hashed credential); ``summarizer``
+        performs this call's summary requests instead of the client given at construction.
+        """
+        args = _Args(messages, model, tools, session, request, namespace)
         located, done = self._locate(args, force)
         if done is not None:
             return done
-        if self._async is None:
+        perform = summarizer or self._async
+        if perform is None:
             raise ConfigurationError(
                 "a compaction is needed but no async client was given for summary calls: "
                 "pass client=openai.AsyncOpenAI(...)"
             )
-        perform = self._async
-        async with self._session_alock(located.session):
+        async with self._session_alock(located):
             located, done = self._locate(args, force)
             if done is not None:
                 return done
             return await drive_async(
                 self.engine.steps(located, trigger=force or "threshold"), perform
             )
+
+    def unchanged(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        session: str | None = None,
+        request: Mapping[str, Any] | None = None,
+        namespace: str | None = None,
+    ) -> PrepareResult | None:
+        """What to send when no compaction is needed now, else None (without waiting on locks).
+
+        The fast path of a proxy: most requests end here, and only the others need to await a
+        session lock and a summary call through ``aprepare``.
+        """
+        args = _Args(messages, model, tools, session, request, namespace)
+        return self._locate(args, None)[1]
 
     def _locate(self, args: _Args, force: Trigger | None) -> tuple[Located, PrepareResult | None]:
         """Locate the request; the result too when no compaction is needed."""
@@ -146,6 +183,7 @@ class ContextManager:
             tools=args.tools,
             session=args.session,
             request=args.request,
+            namespace=args.namespace,
         )
         if force is None and not self.engine.needs_compaction(located):
             return located, self.engine.unchanged(located)

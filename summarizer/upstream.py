@@ -39,6 +39,33 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
 
 
+_CONTEXT_LENGTH_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+_CONTEXT_LENGTH_PHRASES = (
+    "maximum context length",
+    "context length",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+)
+
+
+def says_context_length_exceeded(status: int, body: Any) -> bool:
+    """Whether an upstream error (status and decoded JSON body) says the prompt is too long.
+
+    Matches OpenAI's ``code`` and, for providers that use another code, the message text.
+    """
+    if status not in (400, 413, 422):
+        return False
+    error = body.get("error", body) if isinstance(body, Mapping) else {}
+    if not isinstance(error, Mapping):
+        error = {"message": error}
+    if error.get("code") in _CONTEXT_LENGTH_CODES:
+        return True
+    text = str(error.get("message", "")).lower()
+    return any(phrase in text for phrase in _CONTEXT_LENGTH_PHRASES)
+
+
 def retry_after_seconds(exc: BaseException | None) -> float | None:
     """The delay a 429/503 response asks for (``retry-after-ms`` or ``Retry-After``), if any."""
     response = getattr(exc, "response", None)

@@ -8,13 +8,14 @@ and resource is the wrapped client's own. When the provider still answers
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import openai
 
 from .library import ContextManager
 from .results import PrepareResult
+from .upstream import says_context_length_exceeded
 
 SESSION_KWARG = "summarizer_session"
 """Optional keyword of ``create`` naming the session explicitly (removed before the call)."""
@@ -22,25 +23,10 @@ SESSION_KWARG = "summarizer_session"
 
 def is_context_length_error(exc: BaseException) -> bool:
     """Whether an upstream error says the prompt is over the model's window."""
-    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 413, 422):
+    if not isinstance(exc, openai.APIStatusError):
         return False
-    body = exc.body if isinstance(exc.body, Mapping) else {}
-    error = body.get("error", body) if isinstance(body, Mapping) else {}
-    code = error.get("code") if isinstance(error, Mapping) else None
-    if code in ("context_length_exceeded", "string_above_max_length"):
-        return True
-    text = str(error.get("message", "") if isinstance(error, Mapping) else exc.message).lower()
-    return any(
-        phrase in text
-        for phrase in (
-            "maximum context length",
-            "context length",
-            "context window",
-            "prompt is too long",
-            "too many tokens",
-            "input is too long",
-        )
-    )
+    body = exc.body if exc.body is not None else {"message": exc.message}
+    return says_context_length_exceeded(exc.status_code, body)
 
 
 def _stream_options(kwargs: dict[str, Any]) -> bool:

@@ -62,6 +62,8 @@ class Reply(BaseModel):
     content: str | None = None
     tool_calls: list[ToolCallSpec] = Field(default_factory=list)
     finish_reason: str | None = None
+    chunk_delay: float = Field(default=0.0, ge=0)
+    """When streamed: seconds to wait before each chunk after the first (to test relaying)."""
 
     @classmethod
     def text(cls, content: str) -> Reply:

@@ -869,7 +869,7 @@ class _Handler(BaseHTTPRequestHandler):
             chunks = _stream_chunks(
                 completion_id, created, body["model"], answer, usage if include_usage else None
             )
-            self._send_stream(chunks)
+            self._send_stream(chunks, chunk_delay=reply.chunk_delay)
             return
         message_out: dict[str, Any] = {
             "role": "assistant",
@@ -923,7 +923,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         return _Answer(content, tool_calls, finish_reason, completion_tokens)
 
-    def _send_stream(self, chunks: Iterator[dict[str, Any]]) -> None:
+    def _send_stream(self, chunks: Iterator[dict[str, Any]], *, chunk_delay: float = 0.0) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -931,7 +931,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("x-request-id", self.upstream._next_id("req_"))
         self.end_headers()
         events = (f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n" for chunk in chunks)
-        for event in events:
+        for number, event in enumerate(events):
+            if number and chunk_delay:
+                time.sleep(chunk_delay)
             data = event.encode("utf-8")
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()

@@ -1,0 +1,215 @@
+"""``create_app(settings)``: the proxy's ASGI app (Starlette routing, plain ASGI middleware).
+
+Routes:
+- ``POST /v1/chat/completions``: context-managed (see ``chat``);
+- ``GET /v1/summarizer/sessions/{id}``: a session's checkpoints, to its own credential only;
+- every other ``/v1/...`` route: passed through unchanged, streaming included;
+- ``GET /healthz`` and ``GET /metrics`` (Prometheus text).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import httpx2
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..results import CompactionEvent
+from ..settings import Settings
+from ..stores import Store
+from .chat import chat_completions
+from .errors import error_response
+from .headers import credential, credential_namespace, response_headers
+from .metrics import CONTENT_TYPE
+from .state import ProxyState
+
+logger = logging.getLogger("summarizer.proxy")
+
+
+async def healthz(request: Request) -> Response:
+    """Liveness: the process serves requests."""
+    return JSONResponse({"status": "ok"})
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus metrics of this proxy."""
+    state: ProxyState = request.app.state.proxy
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE)
+
+
+async def session_checkpoints(request: Request) -> Response:
+    """A session's checkpoints (oldest first) with summaries, ledgers and scores.
+
+    Only the credential that created a session can read it; any other gets the same 404 as for
+    a session that does not exist.
+    """
+    state: ProxyState = request.app.state.proxy
+    session = request.path_params["session"]
+    namespace = credential_namespace(credential(request.headers))
+    checkpoints = state.store.list_session(namespace, session)
+    if not checkpoints:
+        return error_response(
+            404, f"No session {session!r} for this credential.", code="session_not_found"
+        )
+    return JSONResponse(
+        {
+            "object": "summarizer.session",
+            "id": session,
+            "checkpoints": [
+                checkpoint.model_dump(
+                    mode="json",
+                    exclude={"namespace", "summary_message", "overrides", "covered_prefix_hash"},
+                )
+                for checkpoint in checkpoints
+            ],
+        }
+    )
+
+
+async def passthrough(request: Request) -> Response:
+    """Any other ``/v1`` route: forwarded as is, the answer relayed as it arrives."""
+    state: ProxyState = request.app.state.proxy
+    path = request.url.path.removeprefix("/v1")
+    upstream_request = state.http.build_request(
+        request.method,
+        state.upstream_url(path, request.url.query),
+        content=request.stream(),
+        headers=state.forward_headers(request.headers),
+    )
+    try:
+        response = await state.http.send(upstream_request, stream=True)
+    except httpx2.TimeoutException:
+        state.metrics.upstream_errors.labels("timeout").inc()
+        return error_response(
+            504,
+            f"The upstream {state.upstream_host} did not answer in time.",
+            type="upstream_error",
+            code="upstream_timeout",
+        )
+    except httpx2.TransportError as exc:
+        state.metrics.upstream_errors.labels("unreachable").inc()
+        return error_response(
+            502,
+            f"Could not reach the upstream {state.upstream_host}: {type(exc).__name__}.",
+            type="upstream_error",
+            code="upstream_unreachable",
+        )
+    if response.status_code >= 400:
+        state.metrics.upstream_errors.labels(str(response.status_code)).inc()
+    return StreamingResponse(
+        response.aiter_raw(),
+        status_code=response.status_code,
+        headers=dict(response_headers(response.headers.items())),
+        background=BackgroundTask(response.aclose),
+    )
+
+
+async def not_found(request: Request) -> Response:
+    """Anything outside ``/v1``, ``/healthz`` and ``/metrics``."""
+    return error_response(404, f"Unknown path {request.url.path}.", code="not_found")
+
+
+def _route_label(path: str) -> str:
+    if path == "/v1/chat/completions":
+        return "chat"
+    if path.startswith("/v1/summarizer/"):
+        return "sessions"
+    if path.startswith("/v1/"):
+        return "passthrough"
+    if path in ("/healthz", "/metrics"):
+        return path[1:]
+    return "other"
+
+
+class RequestMetrics:
+    """Plain ASGI middleware counting responses by route and status (streams untouched)."""
+
+    def __init__(self, app: ASGIApp, state: ProxyState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, noting the status the response starts with."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = {"code": 500}
+
+        async def noting(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting)
+        finally:
+            self.state.metrics.requests.labels(
+                _route_label(scope["path"]), str(status["code"])
+            ).inc()
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    logger.error(
+        "unhandled error on %s %s: %s",
+        request.method,
+        request.url.path,
+        type(exc).__name__,
+        exc_info=exc,
+    )
+    return error_response(
+        500,
+        "The summarizer proxy failed to handle this request.",
+        type="server_error",
+        code="internal_error",
+    )
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    on_compaction: Callable[[CompactionEvent], None] | None = None,
+    transport: httpx2.AsyncBaseTransport | None = None,
+) -> Starlette:
+    """Build the proxy for ``settings``.
+
+    ``store`` overrides the SQLite store of ``settings.db``; ``on_compaction`` is called with
+    each compaction (the demo uses it); ``transport`` replaces the upstream HTTP transport.
+    """
+    state = ProxyState(settings, store=store, on_compaction=on_compaction, transport=transport)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await state.open()
+        try:
+            yield
+        finally:
+            await state.close()
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/summarizer/sessions/{session:path}", session_checkpoints, methods=["GET"]),
+        Route(
+            "/v1/{path:path}",
+            passthrough,
+            methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
+        ),
+        Route("/{path:path}", not_found),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={Exception: _internal_error},
+    )
+    app.state.proxy = state
+    app.add_middleware(RequestMetrics, state=state)
+    return app

@@ -1,0 +1,95 @@
+"""Which headers cross the proxy, and the namespace a credential maps to.
+
+A credential is never stored or logged: only ``credential_namespace`` (a keyed SHA-256 of it)
+leaves this module, and it scopes every stored checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+"""RFC 9110 §7.6.1 connection-specific headers, never forwarded."""
+
+_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
+CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key")
+"""Where OpenAI, Azure OpenAI and Anthropic-style clients put their key."""
+SESSION_HEADER = "x-summarizer-session"
+ANONYMOUS = "anonymous"
+
+
+def request_headers(
+    headers: Iterable[tuple[str, str]],
+    *,
+    upstream_api_key: str | None = None,
+    drop: Iterable[str] = (),
+) -> list[tuple[str, str]]:
+    """The client's headers to send upstream.
+
+    Hop-by-hop headers (and those the ``Connection`` header names), ``Host``, ``Content-Length``
+    and our own ``x-summarizer-*`` are dropped. With ``upstream_api_key`` the client's credential
+    headers are replaced by ``Authorization: Bearer <key>``.
+    """
+    pairs = [(name.lower(), value) for name, value in headers]
+    named = {
+        token.strip().lower()
+        for name, value in pairs
+        if name == "connection"
+        for token in value.split(",")
+    }
+    skip = _NOT_FORWARDED | named | {d.lower() for d in drop}
+    if upstream_api_key is not None:
+        skip |= set(CREDENTIAL_HEADERS)
+    out = [
+        (name, value)
+        for name, value in pairs
+        if name not in skip and not name.startswith("x-summarizer-")
+    ]
+    if upstream_api_key is not None:
+        out.append(("authorization", f"Bearer {upstream_api_key}"))
+    return out
+
+
+def response_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The upstream's response headers to relay (hop-by-hop and length dropped)."""
+    pairs = [(name.lower(), value) for name, value in headers]
+    named = {
+        token.strip().lower()
+        for name, value in pairs
+        if name == "connection"
+        for token in value.split(",")
+    }
+    skip = _NOT_FORWARDED | named
+    return [(name, value) for name, value in pairs if name not in skip]
+
+
+def credential(headers: Mapping[str, str]) -> str | None:
+    """The client's credential as sent (``Bearer`` prefix removed), or None."""
+    for name in CREDENTIAL_HEADERS:
+        value = headers.get(name)
+        if value:
+            scheme, _, token = value.partition(" ")
+            return token.strip() if scheme.lower() == "bearer" and token else value.strip()
+    return None
+
+
+def credential_namespace(secret: str | None) -> str:
+    """The namespace of a credential: a keyed hash, so checkpoints never hold the key itself."""
+    if not secret:
+        return ANONYMOUS
+    digest = hashlib.sha256(b"summarizer-namespace\x00" + secret.encode()).hexdigest()
+    return "key-" + digest[:32]

@@ -1,0 +1,83 @@
+"""The proxy's Prometheus metrics, in a registry of their own (one per app, none global).
+
+Labels are bounded: route names and HTTP statuses, never models, sessions or credentials.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+_TOKEN_BUCKETS = (1e3, 2e3, 4e3, 8e3, 16e3, 32e3, 64e3, 128e3, 256e3, 512e3, 1e6, 2e6)
+_OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+_SUMMARY_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
+_SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class ProxyMetrics:
+    """Counters and histograms of one proxy app."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "summarizer_requests",
+            "Requests handled, by route and response status.",
+            ["route", "status"],
+            registry=r,
+        )
+        self.compactions = Counter(
+            "summarizer_compactions",
+            "Compactions performed, by trigger and outcome (summary, fallback).",
+            ["trigger", "outcome"],
+            registry=r,
+        )
+        self.tokens_before = Histogram(
+            "summarizer_compaction_tokens_before",
+            "Estimated prompt tokens of a request before its compaction.",
+            buckets=_TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.tokens_after = Histogram(
+            "summarizer_compaction_tokens_after",
+            "Estimated prompt tokens of a request after its compaction.",
+            buckets=_TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.summary_latency = Histogram(
+            "summarizer_summary_latency_seconds",
+            "Wall time of a compaction, summary calls included.",
+            buckets=_SUMMARY_BUCKETS,
+            registry=r,
+        )
+        self.summary_score = Histogram(
+            "summarizer_summary_score",
+            "Fact score of each accepted summary (share of ledger facts it mentions).",
+            buckets=_SCORE_BUCKETS,
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "summarizer_upstream_errors",
+            "Upstream failures, by HTTP status ('unreachable' and 'timeout' for no response).",
+            ["status"],
+            registry=r,
+        )
+        self.unmanaged = Counter(
+            "summarizer_unmanaged_requests",
+            "Chat requests forwarded without context management, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.overhead = Histogram(
+            "summarizer_proxy_overhead_seconds",
+            "Time the proxy adds to a chat request, upstream time and compactions excluded.",
+            ["stream"],
+            buckets=_OVERHEAD_BUCKETS,
+            registry=r,
+        )
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)

@@ -1,0 +1,139 @@
+"""Running the proxy: ``serve`` (the ``summarizer serve`` command) and ``ProxyServer``.
+
+``ProxyServer`` runs uvicorn on a background thread on a free 127.0.0.1 port, for the demo,
+the tests and the benchmarks: a real server on a real socket, started and stopped in-process.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+
+from ..results import CompactionEvent
+from ..settings import Settings
+from ..stores import Store
+from ..tokenizers import load_encoding
+from .app import create_app
+
+
+def check_tokenizers() -> None:
+    """Load the default encodings now, so a machine without them fails at start, not later.
+
+    Raises ``TokenizerUnavailable`` (saying how to fix it); the proxy never guesses counts.
+    """
+    for name in ("o200k_base", "cl100k_base"):
+        load_encoding(name)
+
+
+def serve(settings: Settings) -> None:
+    """Serve the proxy on ``settings.host:settings.port`` until interrupted."""
+    from ..logs import configure_logging
+
+    log_config = configure_logging(settings.log_format, settings.log_level)
+    check_tokenizers()
+    app = create_app(settings)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=log_config,
+        log_level=settings.log_level.lower(),
+        server_header=False,
+        timeout_graceful_shutdown=30,
+    )
+
+
+class ProxyServer:
+    """The proxy on a background thread: ``with ProxyServer(settings) as proxy: proxy.base_url``.
+
+    ``settings.host``/``port`` are used as given (port 0: a free one).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: Store | None = None,
+        on_compaction: Callable[[CompactionEvent], None] | None = None,
+        access_log: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.app = create_app(settings, store=store, on_compaction=on_compaction)
+        self._access_log = access_log
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self.port = 0
+
+    def start(self, timeout: float = 20.0) -> ProxyServer:
+        """Bind, start serving and wait until the server accepts connections."""
+        if self._server is not None:
+            return self
+        check_tokenizers()
+        family = socket.AF_INET6 if ":" in self.settings.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.settings.host, self.settings.port))
+        self._socket = sock
+        self.port = int(sock.getsockname()[1])
+        config = uvicorn.Config(
+            self.app,
+            log_config=None,
+            access_log=self._access_log,
+            lifespan="on",
+            server_header=False,
+            timeout_graceful_shutdown=5,
+        )
+        server = uvicorn.Server(config)
+        self._server = server
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                server.run(sockets=[sock])
+            except BaseException as exc:  # reported by start()
+                errors.append(exc)
+
+        self._thread = threading.Thread(
+            target=run, name=f"summarizer-proxy:{self.port}", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not server.started:
+            if errors or not self._thread.is_alive():
+                self.stop()
+                raise RuntimeError(f"the proxy failed to start: {errors[0] if errors else '?'}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError("the proxy did not start in time")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and wait for the thread (idempotent)."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+            self._thread = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT/v1``: what an OpenAI client's ``base_url`` takes."""
+        host = f"[{self.settings.host}]" if ":" in self.settings.host else self.settings.host
+        return f"http://{host}:{self.port}/v1"
+
+    def __enter__(self) -> ProxyServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()

@@ -1,0 +1,83 @@
+"""Server-sent events, as relayed by the proxy: split a byte stream into whole events.
+
+Pure: no I/O. Events are passed on byte for byte as soon as they are complete; the only one ever
+held back is the usage-only chunk a client did not ask for (``stream_options.include_usage``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_BOUNDARIES = (b"\r\n\r\n", b"\n\n", b"\r\r")
+
+
+class EventSplitter:
+    """Accumulates bytes and returns the complete events (each with its blank-line terminator)."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Events completed by ``chunk``, in order."""
+        self._buffer += chunk
+        events: list[bytes] = []
+        while True:
+            end = -1
+            size = 0
+            for boundary in _BOUNDARIES:
+                found = self._buffer.find(boundary)
+                if found != -1 and (end == -1 or found < end):
+                    end, size = found, len(boundary)
+            if end == -1:
+                return events
+            events.append(self._buffer[: end + size])
+            self._buffer = self._buffer[end + size :]
+
+    def rest(self) -> bytes:
+        """Whatever is left when the stream ends (an unterminated event, if any)."""
+        rest, self._buffer = self._buffer, b""
+        return rest
+
+
+def event_data(event: bytes) -> bytes:
+    """The ``data:`` payload of an event (several data lines joined by newlines)."""
+    lines = []
+    for line in event.splitlines():
+        if line.startswith(b"data:"):
+            value = line[5:]
+            lines.append(value[1:] if value.startswith(b" ") else value)
+    return b"\n".join(lines)
+
+
+def usage_of(event: bytes) -> dict[str, Any] | None:
+    """The ``usage`` object of a chunk event, or None (cheap for the chunks that have none)."""
+    if b'"usage"' not in event or b'"usage":null' in event or b'"usage": null' in event:
+        return None
+    data = event_data(event)
+    if not data.startswith(b"{"):
+        return None
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return None
+    usage = chunk.get("usage") if isinstance(chunk, dict) else None
+    return usage if isinstance(usage, dict) else None
+
+
+def is_usage_only(event: bytes) -> bool:
+    """Whether the event is the final usage chunk (``choices: []`` plus ``usage``)."""
+    if usage_of(event) is None:
+        return False
+    chunk = json.loads(event_data(event))
+    return isinstance(chunk, dict) and not chunk.get("choices")
+
+
+def comment(text: str) -> bytes:
+    """An SSE comment line (ignored by clients; keeps idle connections open)."""
+    return f": {text}\n\n".encode()
+
+
+def data_event(payload: Any) -> bytes:
+    """A ``data:`` event carrying ``payload`` as JSON."""
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"

@@ -1,0 +1,135 @@
+"""What one running proxy holds: settings, store, context manager, HTTP client, metrics.
+
+Built by ``create_app`` (never at import). The HTTP client is opened by the app's lifespan so its
+connection pool belongs to the server's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+import openai
+
+from ..library import ContextManager
+from ..results import CompactionEvent, SummarizeCall, SummaryOutcome
+from ..settings import Settings
+from ..stores import Store, open_store
+from ..upstream import AsyncOpenAISummaryClient
+from .headers import request_headers
+from .metrics import ProxyMetrics
+
+logger = logging.getLogger("summarizer.proxy")
+
+# Headers of the client's request that a summary call does not reuse: the SDK sets its own.
+_NOT_FOR_SUMMARY = ("content-type", "accept", "accept-encoding", "user-agent")
+
+
+class ProxyState:
+    """The proxy's long-lived objects, shared by every request."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: Store | None = None,
+        on_compaction: Callable[[CompactionEvent], None] | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = ProxyMetrics()
+        self._on_compaction = on_compaction
+        self.store = store if store is not None else open_store(settings.db_path())
+        self.context = ContextManager(
+            store=self.store,
+            on_compaction=self._record_compaction,
+            **settings.compaction_config().model_dump(exclude_unset=True),
+        )
+        self._transport = transport
+        self._http: httpx2.AsyncClient | None = None
+        self.upstream_host = _display_host(settings.upstream)
+        self.warned_models: set[str] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the upstream connection pool (on the serving event loop)."""
+        timeout = httpx2.Timeout(self.settings.upstream_timeout, connect=30.0)
+        limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=200)
+        self._http = httpx2.AsyncClient(
+            timeout=timeout, limits=limits, transport=self._transport, follow_redirects=False
+        )
+
+    async def close(self) -> None:
+        """Close the connection pool and the store."""
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        self.store.close()
+
+    @property
+    def http(self) -> httpx2.AsyncClient:
+        """The shared upstream HTTP client."""
+        if self._http is None:
+            raise RuntimeError("the proxy is not started (its lifespan has not run)")
+        return self._http
+
+    # -- upstream -------------------------------------------------------------------------------
+
+    def upstream_url(self, path: str, query: str = "") -> str:
+        """The upstream URL for the part of a request path after ``/v1``."""
+        return self.settings.upstream + path + (f"?{query}" if query else "")
+
+    def forward_headers(self, headers: Any, *, drop: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+        """The client's headers as sent upstream (credential replaced when a key is set)."""
+        key = self.settings.upstream_api_key
+        return request_headers(
+            headers.items(),
+            upstream_api_key=key.get_secret_value() if key is not None else None,
+            drop=drop,
+        )
+
+    def summarizer_for(self, headers: Mapping[str, str]) -> Callable[[SummarizeCall], Any]:
+        """Performs summary calls with the same credentials as the client's request."""
+        forwarded = dict(self.forward_headers(headers, drop=_NOT_FOR_SUMMARY))
+        client = openai.AsyncOpenAI(
+            base_url=self.settings.upstream,
+            # The SDK insists on a key; the client's own credential header (forwarded below)
+            # takes precedence over the Authorization it derives from this placeholder.
+            api_key="summarizer-forwarded-credential",
+            default_headers=forwarded,
+            http_client=self.http,
+            max_retries=0,
+        )
+        perform = AsyncOpenAISummaryClient(client)
+
+        async def call(request: SummarizeCall) -> SummaryOutcome:
+            return await perform(request)
+
+        return call
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def _record_compaction(self, event: CompactionEvent) -> None:
+        m = self.metrics
+        m.compactions.labels(event.trigger, "fallback" if event.failure else "summary").inc()
+        m.tokens_before.observe(event.tokens_before)
+        m.tokens_after.observe(event.tokens_after)
+        m.summary_latency.observe(event.latency_s)
+        if event.score is not None:
+            m.summary_score.observe(event.score)
+        if self._on_compaction is not None:
+            try:
+                self._on_compaction(event)
+            except Exception:  # a listener's bug must not fail the request
+                logger.exception("on_compaction callback failed")
+
+
+def _display_host(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``: enough to name it, never its userinfo or query."""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")

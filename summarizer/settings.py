@@ -1,0 +1,105 @@
+"""The proxy's settings: one model, read from ``SUMMARIZER_*`` environment variables and flags.
+
+Precedence: a command-line flag, then ``SUMMARIZER_<FIELD>``, then the default. The environment
+is injectable (``Settings.from_env(environ)``) so tests never touch ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from .config import CompactionConfig
+from .errors import ConfigurationError
+
+DEFAULT_UPSTREAM = "https://api.openai.com/v1"
+ENV_PREFIX = "SUMMARIZER_"
+
+
+def default_db_path() -> Path:
+    """The SQLite file in the platform's user state folder (e.g. ``~/.local/state/summarizer``)."""
+    from platformdirs import user_state_path
+
+    return user_state_path("summarizer", appauthor=False) / "checkpoints.db"
+
+
+class Settings(BaseModel):
+    """Everything ``summarizer serve`` and ``create_app`` need."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65535)
+    upstream: str = DEFAULT_UPSTREAM
+    """Base URL of the OpenAI-compatible upstream, ending in ``/v1`` (or the provider's
+    equivalent)."""
+    upstream_api_key: SecretStr | None = None
+    """When set, sent upstream instead of the client's own ``Authorization``."""
+    db: Path | None = None
+    """SQLite checkpoint file; None means ``default_db_path()``; ``:memory:`` keeps nothing."""
+    context_window: int | None = Field(default=None, gt=0)
+    trigger_ratio: float = Field(default=0.8, gt=0, le=1)
+    target_ratio: float = Field(default=0.4, gt=0, lt=1)
+    keep_recent_tokens: int | None = Field(default=None, ge=0)
+    max_summary_tokens: int = Field(default=2000, gt=0)
+    summary_model: str | None = None
+    log_format: Literal["text", "json"] = "text"
+    log_level: str = "info"
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    upstream_timeout: float = Field(default=600.0, gt=0)
+    """Seconds to wait for the upstream (connect, and between bytes of a reply)."""
+    keepalive_interval: float = Field(default=5.0, gt=0)
+    """Seconds between SSE comment keepalives while a compaction holds a streamed answer."""
+
+    @field_validator("upstream")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"upstream must be an http(s) URL, got {value!r}")
+        return value.rstrip("/")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``SUMMARIZER_*`` variables, with ``overrides`` (flags) on top.
+
+        ``--upstream`` falls back to ``OPENAI_BASE_URL`` before the OpenAI default. Overrides
+        that are None are ignored, so unset flags do not mask the environment.
+        """
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        if environ.get("OPENAI_BASE_URL"):
+            values["upstream"] = environ["OPENAI_BASE_URL"]
+        for name in cls.model_fields:
+            raw = environ.get(ENV_PREFIX + name.upper())
+            if raw is not None and raw != "":
+                values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                for e in exc.errors(include_url=False, include_input=False)
+            )
+            raise ConfigurationError(f"invalid settings: {problems}") from exc
+
+    def db_path(self) -> Path | str:
+        """Where the checkpoints live (``:memory:`` stays a string)."""
+        if self.db is None:
+            return default_db_path()
+        return ":memory:" if str(self.db) == ":memory:" else self.db
+
+    def compaction_config(self) -> CompactionConfig:
+        """The engine's configuration for these settings."""
+        return CompactionConfig(
+            context_window=self.context_window,
+            trigger_ratio=self.trigger_ratio,
+            target_ratio=self.target_ratio,
+            keep_recent_tokens=self.keep_recent_tokens,
+            max_summary_tokens=self.max_summary_tokens,
+            summary_model=self.summary_model,
+        )
