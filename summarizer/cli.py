@@ -25,43 +25,63 @@ def demo(
         int, typer.Option(help="Window of the test model, in tokens.")
     ] = 16_000,
     model: Annotated[str, typer.Option(help="Model name sent upstream.")] = "gpt-4o-mini",
+    via: Annotated[
+        str,
+        typer.Option(help="'proxy' (summarizer serve on a free local port) or 'library' (wrap)."),
+    ] = "proxy",
 ) -> None:
-    """Run a long scripted tool-using agent through wrap() against the built-in test upstream.
+    """Run a long scripted tool-using agent through summarizer against a built-in test model.
 
-    Needs no key and no network: the upstream is summarizer.testing on 127.0.0.1. Prints each
-    compaction as it happens, then what the upstream received.
+    Needs no key and no network: the model is summarizer.testing on 127.0.0.1 (scripted agent
+    replies; summaries written by a heuristic), the proxy keeps its checkpoints in a temporary
+    folder, and the agent is the real openai SDK. Prints each compaction as it happens, then what
+    the model received over the session.
     """
-    from .demo import run_coding_session
-    from .results import CompactionEvent
+    from .demo import TurnCompaction, run_coding_session
 
+    if via not in ("proxy", "library"):
+        typer.echo("error: --via must be 'proxy' or 'library'", err=True)
+        raise typer.Exit(2)
     counter = {"n": 0}
 
-    def show(event: CompactionEvent) -> None:
+    def show(seen: TurnCompaction) -> None:
+        event = seen.event
         counter["n"] += 1
         lines = [line.strip() for line in event.summary.splitlines()]
-        first = next((line for line in lines if line and not line.startswith("#")), "")
+        first = [line for line in lines if line and not line.startswith("#")][:2]
         score = "n/a" if event.score is None else f"{event.score:.2f}"
+        prompt = event.summary_prompt_tokens or 0
+        cached = event.summary_cached_tokens or 0
+        share = f"{cached / prompt:.0%}" if prompt else "n/a"
         typer.echo(
-            f"compaction {counter['n']:>2}: messages [{event.cut[0]}, {event.cut[1]}) "
-            f"{event.tokens_before:>6} -> {event.tokens_after:>6} tokens, fact score {score}, "
-            f"summary prompt cached {event.summary_cached_tokens or 0}/"
-            f"{event.summary_prompt_tokens or 0}"
+            f"turn {seen.turn:>3}  compaction {counter['n']:>2}: "
+            f"{event.tokens_before:>6,} -> {event.tokens_after:>6,} tokens, fact score {score}, "
+            f"summary request cached {share}"
             + (f", degraded: {','.join(event.degraded)}" if event.degraded else "")
             + (f", FAILED: {event.failure}" if event.failure else "")
         )
-        typer.echo(f"    summary: {first[:100]}")
+        for line in first:
+            typer.echo(f"    | {line[:110]}")
 
-    typer.echo(f"scripted session: {turns} turns, {context_window}-token window, model {model}")
+    where = "the proxy" if via == "proxy" else "wrap()"
+    typer.echo(
+        f"scripted coding session through {where}: {turns} turns, "
+        f"{context_window:,}-token window, model {model}"
+    )
     stats = run_coding_session(
-        turns=turns, context_window=context_window, model=model, on_compaction=show
+        turns=turns,
+        context_window=context_window,
+        model=model,
+        via="proxy" if via == "proxy" else "library",
+        on_compaction=show,
     )
     rows = [
         ("agent requests", f"{stats.agent_requests}"),
         ("summary requests", f"{stats.summary_requests}"),
         ("compactions", f"{stats.compactions}"),
         (
-            "largest prompt vs window",
-            f"{stats.largest_prompt_tokens} / {stats.context_window} "
+            "largest request vs window",
+            f"{stats.largest_prompt_tokens:,} / {stats.context_window:,} "
             f"({stats.largest_prompt_tokens / stats.context_window:.0%})",
         ),
         (
@@ -73,12 +93,19 @@ def demo(
             "summary requests sharing the live prefix",
             f"{stats.summary_prefix_shared}/{stats.summary_requests}",
         ),
-        ("prompt tokens served from cache", f"{stats.cache_share:.1%}"),
+        ("prompt tokens reported cached", f"{stats.cache_share:.1%}"),
         (
             "planted facts still in context",
             f"{len(stats.planted_kept)}/{len(stats.planted_kept) + len(stats.planted_lost)}",
         ),
     ]
+    if stats.session is not None and stats.stored_checkpoints is not None:
+        rows.append(
+            (
+                "checkpoints at GET /v1/summarizer/sessions/{id}",
+                f"{stats.stored_checkpoints} (session {stats.session})",
+            )
+        )
     width = max(len(name) for name, _ in rows)
     typer.echo("")
     for name, value in rows:
@@ -139,9 +166,9 @@ def serve(
     """Run the OpenAI-compatible proxy: point an agent's base URL at http://HOST:PORT/v1.
 
     Every flag can also be set in the environment: SUMMARIZER_CONTEXT_WINDOW for
-    --context-window, and so on; a flag wins over the environment. SUMMARIZER_UPSTREAM_API_KEY, when set, is sent upstream
-    instead of each client's own key (there is deliberately no flag for it: command lines are
-    visible to other users of the machine).
+    --context-window, and so on; a flag wins over the environment. SUMMARIZER_UPSTREAM_API_KEY,
+    when set, is sent upstream instead of each client's own key (there is deliberately no flag
+    for it: command lines are visible to other users of the machine).
     """
     from .errors import SummarizerError
     from .proxy.server import serve as run_server

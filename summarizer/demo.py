@@ -1,16 +1,21 @@
-"""Drive a long scripted agent session through ``wrap()`` against the test upstream.
+"""Drive a long scripted agent session through summarizer against the test upstream.
 
 Used by ``summarizer demo``, by the tests and by the benchmarks: it runs a real agent loop with
-the real ``openai`` SDK over real sockets, then reads the upstream's request log to measure what
-the model actually received (sizes, compactions, cache hits, append-only requests, facts kept).
+the real ``openai`` SDK over real sockets, either through the proxy (``via="proxy"``: the agent's
+base URL points at ``summarizer serve`` running on a free local port) or through ``wrap()``
+(``via="library"``), then reads the upstream's request log to measure what the model actually
+received (sizes, compactions, cache hits, append-only requests, facts kept).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import openai
 
@@ -20,6 +25,14 @@ from .testing import ScriptedToolAgent, TestUpstream
 from .testing.responders import is_summary_request
 from .testing.scenario import CodingSession
 from .wrapping import wrap
+
+
+@dataclass(frozen=True)
+class TurnCompaction:
+    """A compaction as the agent loop saw it: at which turn, and what happened."""
+
+    turn: int
+    event: CompactionEvent
 
 
 @dataclass
@@ -41,6 +54,9 @@ class SessionStats:
     planted_kept: list[str] = field(default_factory=list)
     planted_lost: list[str] = field(default_factory=list)
     events: list[CompactionEvent] = field(default_factory=list)
+    via: str = "proxy"
+    session: str | None = None
+    stored_checkpoints: int | None = None
 
     @property
     def cache_share(self) -> float:
@@ -59,6 +75,54 @@ def _is_prefix(shorter: Sequence[str], longer: Sequence[str]) -> bool:
     return len(shorter) <= len(longer) and list(longer[: len(shorter)]) == list(shorter)
 
 
+@contextmanager
+def _agent_client(
+    via: Literal["proxy", "library"],
+    upstream: TestUpstream,
+    context_window: int,
+    record: Callable[[CompactionEvent], None],
+    config: dict[str, Any],
+) -> Iterator[tuple[Callable[..., tuple[Any, str | None]], Callable[[str], Any]]]:
+    """The agent's ``create`` (returning the completion and the session header) and a session
+    lookup (proxy only)."""
+    if via == "library":
+        raw_client = openai.OpenAI(base_url=upstream.base_url, api_key="demo-key", max_retries=0)
+        try:
+            yield (
+                wrap(raw_client, context_window=context_window, on_compaction=record, **config),
+                (lambda session: None),
+            )
+        finally:
+            raw_client.close()
+        return
+    from .proxy.server import ProxyServer
+    from .settings import Settings
+
+    with tempfile.TemporaryDirectory(prefix="summarizer-demo-") as folder:
+        settings = Settings(
+            upstream=upstream.base_url,
+            port=0,
+            db=Path(folder) / "checkpoints.db",
+            context_window=context_window,
+            **config,
+        )
+        with ProxyServer(settings, on_compaction=record) as proxy:
+            client = openai.OpenAI(base_url=proxy.base_url, api_key="demo-key", max_retries=0)
+
+            def create(**kwargs: Any) -> tuple[Any, str | None]:
+                raw = client.chat.completions.with_raw_response.create(**kwargs)
+                return raw.parse(), raw.headers.get("x-summarizer-session")
+
+            def lookup(session: str) -> dict[str, Any] | None:
+                found = client.get(f"/summarizer/sessions/{session}", cast_to=object)
+                return found if isinstance(found, dict) else None
+
+            try:
+                yield create, lookup
+            finally:
+                client.close()
+
+
 def run_coding_session(
     *,
     turns: int = 120,
@@ -66,30 +130,40 @@ def run_coding_session(
     model: str = "gpt-4o-mini",
     max_completion_tokens: int = 1_000,
     seed: int = 7,
-    on_compaction: Callable[[CompactionEvent], None] | None = None,
+    via: Literal["proxy", "library"] = "proxy",
+    on_compaction: Callable[[TurnCompaction], None] | None = None,
     **config: Any,
 ) -> SessionStats:
-    """Run a ``turns``-turn tool-using session in a ``context_window``-token window."""
+    """Run a ``turns``-turn tool-using session in a ``context_window``-token window.
+
+    ``config``: more ``CompactionConfig`` fields (library) or ``Settings`` fields (proxy).
+    """
     session = CodingSession(turns=turns, seed=seed)
     agent = ScriptedToolAgent(session.steps)
     events: list[CompactionEvent] = []
+    turn_now = {"turn": 0}
 
     def record(event: CompactionEvent) -> None:
         events.append(event)
         if on_compaction is not None:
-            on_compaction(event)
+            on_compaction(TurnCompaction(turn_now["turn"], event))
 
-    with TestUpstream(context_window=context_window, responder=agent) as upstream:
-        raw_client = openai.OpenAI(base_url=upstream.base_url, api_key="demo-key", max_retries=0)
-        client = wrap(raw_client, context_window=context_window, on_compaction=record, **config)
+    session_id: str | None = None
+    stored: int | None = None
+    with (
+        TestUpstream(context_window=context_window, responder=agent) as upstream,
+        _agent_client(via, upstream, context_window, record, config) as (create, lookup),
+    ):
         messages: list[dict[str, Any]] = [session.system, session.task]
         for turn in range(turns + 1):
-            response = client.chat.completions.create(
+            turn_now["turn"] = turn
+            response, named = create(
                 model=model,
                 messages=messages,
                 tools=session.tools,
                 max_completion_tokens=max_completion_tokens,
             )
+            session_id = named or session_id
             reply = response.choices[0].message
             messages.append(reply.model_dump(exclude_none=True))
             if not reply.tool_calls:
@@ -104,7 +178,9 @@ def run_coding_session(
                         ),
                     }
                 )
-        raw_client.close()
+        if session_id is not None:
+            found = lookup(session_id)
+            stored = len(found["checkpoints"]) if found else None
         log = list(upstream.requests)
 
     chat = [r for r in log if r.path.endswith("/chat/completions") and r.body is not None]
@@ -146,4 +222,7 @@ def run_coding_session(
         planted_kept=kept,
         planted_lost=lost,
         events=events,
+        via=via,
+        session=session_id,
+        stored_checkpoints=stored,
     )

@@ -94,7 +94,12 @@ class ProxyState:
 
     def summarizer_for(self, headers: Mapping[str, str]) -> Callable[[SummarizeCall], Any]:
         """Performs summary calls with the same credentials as the client's request."""
-        forwarded = dict(self.forward_headers(headers, drop=_NOT_FOR_SUMMARY))
+        forwarded = {
+            name: value
+            for name, value in self.forward_headers(headers, drop=_NOT_FOR_SUMMARY)
+            # The client SDK's own instructions (e.g. raw-response mode) are not ours.
+            if not name.startswith("x-stainless-")
+        }
         client = openai.AsyncOpenAI(
             base_url=self.settings.upstream,
             # The SDK insists on a key; the client's own credential header (forwarded below)

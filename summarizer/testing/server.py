@@ -348,6 +348,8 @@ def _retry_headers(retry_after: float | None) -> dict[str, str]:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog (5) resets connections when many clients connect at once.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], upstream: TestUpstream) -> None:
         self.upstream = upstream
