@@ -33,11 +33,22 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Render the message once, redacted, and keep the record."""
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed call: let the handler report it as logging does
+            return True
         cleaned = redact(message)
         if cleaned != message or record.args:
             record.msg, record.args = cleaned, None
         return True
+
+
+class RedactingFormatter(logging.Formatter):
+    """The standard text formatter, with credentials redacted from tracebacks too."""
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback, redacted."""
+        return redact(super().formatException(ei))
 
 
 class JSONFormatter(logging.Formatter):
@@ -64,7 +75,10 @@ def configure_logging(
     formatter: dict[str, Any] = (
         {"()": JSONFormatter}
         if log_format == "json"
-        else {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}
+        else {
+            "()": RedactingFormatter,
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }
     )
     config: dict[str, Any] = {
         "version": 1,

@@ -11,7 +11,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .config import CompactionConfig
 from .errors import ConfigurationError
@@ -48,7 +56,7 @@ class Settings(BaseModel):
     max_summary_tokens: int = Field(default=2000, gt=0)
     summary_model: str | None = None
     log_format: Literal["text", "json"] = "text"
-    log_level: str = "info"
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     upstream_timeout: float = Field(default=600.0, gt=0)
     """Seconds to wait for the upstream (connect, and between bytes of a reply)."""
@@ -61,6 +69,20 @@ class Settings(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"upstream must be an http(s) URL, got {value!r}")
         return value.rstrip("/")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_level(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _valid_compaction(self) -> Settings:
+        try:
+            self.compaction_config()
+        except ValidationError as exc:
+            problem = "; ".join(str(e["msg"]) for e in exc.errors(include_url=False))
+            raise ValueError(f"compaction settings: {problem}") from None
+        return self
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

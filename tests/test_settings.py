@@ -1,0 +1,259 @@
+"""Unit tests for ``summarizer.settings``: the proxy's settings from env and flags.
+
+Every test passes an explicit ``environ`` mapping; ``os.environ`` is never read or touched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from platformdirs import user_state_path
+from pydantic import SecretStr
+
+from summarizer.config import CompactionConfig
+from summarizer.errors import ConfigurationError
+from summarizer.settings import DEFAULT_UPSTREAM, Settings
+
+SECRET = "sk-test-0123456789abcdefSECRET"
+
+
+def test_defaults() -> None:
+    settings = Settings.from_env({})
+    assert settings.host == "127.0.0.1"
+    assert settings.port == 8787
+    assert settings.upstream == DEFAULT_UPSTREAM == "https://api.openai.com/v1"
+    assert settings.upstream_api_key is None
+    assert settings.db is None
+    assert settings.context_window is None
+    assert settings.trigger_ratio == 0.8
+    assert settings.target_ratio == 0.4
+    assert settings.keep_recent_tokens is None
+    assert settings.max_summary_tokens == 2000
+    assert settings.summary_model is None
+    assert settings.log_format == "text"
+    assert settings.log_level == "info"
+    assert settings.max_body_bytes == 32 * 1024 * 1024
+    assert settings.upstream_timeout == 600.0
+    assert settings.keepalive_interval == 5.0
+
+
+def test_env_vars_are_read_and_coerced() -> None:
+    settings = Settings.from_env(
+        {
+            "SUMMARIZER_HOST": "0.0.0.0",
+            "SUMMARIZER_PORT": "9000",
+            "SUMMARIZER_UPSTREAM": "http://localhost:4000/v1",
+            "SUMMARIZER_DB": "/tmp/x.db",
+            "SUMMARIZER_CONTEXT_WINDOW": "128000",
+            "SUMMARIZER_TRIGGER_RATIO": "0.9",
+            "SUMMARIZER_TARGET_RATIO": "0.5",
+            "SUMMARIZER_KEEP_RECENT_TOKENS": "0",
+            "SUMMARIZER_MAX_SUMMARY_TOKENS": "1500",
+            "SUMMARIZER_SUMMARY_MODEL": "gpt-4o-mini",
+            "SUMMARIZER_LOG_FORMAT": "json",
+            "SUMMARIZER_LOG_LEVEL": "debug",
+            "SUMMARIZER_MAX_BODY_BYTES": "1024",
+            "SUMMARIZER_UPSTREAM_TIMEOUT": "30.5",
+            "SUMMARIZER_KEEPALIVE_INTERVAL": "1",
+        }
+    )
+    assert settings.host == "0.0.0.0"
+    assert settings.port == 9000
+    assert settings.upstream == "http://localhost:4000/v1"
+    assert settings.db == Path("/tmp/x.db")
+    assert settings.context_window == 128000
+    assert settings.trigger_ratio == 0.9
+    assert settings.target_ratio == 0.5
+    assert settings.keep_recent_tokens == 0
+    assert settings.max_summary_tokens == 1500
+    assert settings.summary_model == "gpt-4o-mini"
+    assert settings.log_format == "json"
+    assert settings.log_level == "debug"
+    assert settings.max_body_bytes == 1024
+    assert settings.upstream_timeout == 30.5
+    assert settings.keepalive_interval == 1.0
+
+
+def test_unprefixed_and_empty_env_vars_are_ignored() -> None:
+    settings = Settings.from_env({"PORT": "1", "SUMMARIZER_PORT": "", "summarizer_host": "x"})
+    assert settings.port == 8787
+    assert settings.host == "127.0.0.1"
+
+
+def test_flags_win_over_env() -> None:
+    settings = Settings.from_env(
+        {"SUMMARIZER_PORT": "9000", "SUMMARIZER_SUMMARY_MODEL": "env-model"},
+        port=9100,
+        summary_model="flag-model",
+    )
+    assert settings.port == 9100
+    assert settings.summary_model == "flag-model"
+
+
+def test_none_overrides_do_not_mask_env() -> None:
+    settings = Settings.from_env(
+        {"SUMMARIZER_PORT": "9000", "SUMMARIZER_CONTEXT_WINDOW": "1000"},
+        port=None,
+        context_window=None,
+        upstream=None,
+    )
+    assert settings.port == 9000
+    assert settings.context_window == 1000
+    assert settings.upstream == DEFAULT_UPSTREAM
+
+
+def test_openai_base_url_used_when_upstream_unset() -> None:
+    settings = Settings.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"})
+    assert settings.upstream == "http://127.0.0.1:11434/v1"
+
+
+def test_summarizer_upstream_wins_over_openai_base_url() -> None:
+    settings = Settings.from_env(
+        {"OPENAI_BASE_URL": "http://ignored/v1", "SUMMARIZER_UPSTREAM": "https://used/v1"}
+    )
+    assert settings.upstream == "https://used/v1"
+
+
+def test_upstream_flag_wins_over_both_env_vars() -> None:
+    settings = Settings.from_env(
+        {"OPENAI_BASE_URL": "http://a/v1", "SUMMARIZER_UPSTREAM": "http://b/v1"},
+        upstream="http://c/v1",
+    )
+    assert settings.upstream == "http://c/v1"
+
+
+def test_empty_openai_base_url_is_ignored() -> None:
+    assert Settings.from_env({"OPENAI_BASE_URL": ""}).upstream == DEFAULT_UPSTREAM
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"SUMMARIZER_UPSTREAM": "https://api.example.com/v1/"},
+        {"OPENAI_BASE_URL": "https://api.example.com/v1//"},
+    ],
+)
+def test_trailing_slash_is_stripped(environ: dict[str, str]) -> None:
+    assert Settings.from_env(environ).upstream == "https://api.example.com/v1"
+
+
+def test_trailing_slash_is_stripped_from_flag() -> None:
+    assert Settings.from_env({}, upstream="http://x/v1/").upstream == "http://x/v1"
+
+
+@pytest.mark.parametrize(
+    ("environ", "field"),
+    [
+        ({"SUMMARIZER_PORT": "abc"}, "port"),
+        ({"SUMMARIZER_PORT": "70000"}, "port"),
+        ({"SUMMARIZER_LOG_FORMAT": "xml"}, "log_format"),
+        ({"SUMMARIZER_UPSTREAM": "ftp://x"}, "upstream"),
+        ({"OPENAI_BASE_URL": "api.openai.com/v1"}, "upstream"),
+        ({"SUMMARIZER_TRIGGER_RATIO": "1.5"}, "trigger_ratio"),
+        ({"SUMMARIZER_CONTEXT_WINDOW": "0"}, "context_window"),
+    ],
+)
+def test_invalid_env_values_raise_configuration_error_naming_the_field(
+    environ: dict[str, str], field: str
+) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_env(environ)
+    assert field in str(info.value)
+
+
+def test_invalid_flag_raises_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="max_body_bytes"):
+        Settings.from_env({}, max_body_bytes=0)
+
+
+def test_unknown_override_is_rejected() -> None:
+    with pytest.raises(ConfigurationError, match="no_such_field"):
+        Settings.from_env({}, no_such_field=1)
+
+
+def test_target_ratio_not_below_trigger_ratio_is_a_configuration_error() -> None:
+    # CompactionConfig requires target_ratio < trigger_ratio; Settings must catch it up front so
+    # `summarizer serve` reports it as a configuration error rather than failing at start-up.
+    with pytest.raises(ConfigurationError, match="target_ratio"):
+        Settings.from_env({"SUMMARIZER_TRIGGER_RATIO": "0.5", "SUMMARIZER_TARGET_RATIO": "0.6"})
+
+
+def test_unknown_log_level_is_a_configuration_error() -> None:
+    # An unknown level would otherwise only fail later, in logging.config.dictConfig.
+    with pytest.raises(ConfigurationError, match="log_level"):
+        Settings.from_env({"SUMMARIZER_LOG_LEVEL": "verbose"})
+
+
+# -- the upstream key -----------------------------------------------------------------------------
+
+
+def test_upstream_api_key_is_a_secret_str() -> None:
+    settings = Settings.from_env({"SUMMARIZER_UPSTREAM_API_KEY": SECRET})
+    assert isinstance(settings.upstream_api_key, SecretStr)
+    assert settings.upstream_api_key.get_secret_value() == SECRET
+
+
+def test_repr_and_str_do_not_reveal_the_key() -> None:
+    settings = Settings.from_env({"SUMMARIZER_UPSTREAM_API_KEY": SECRET})
+    assert SECRET not in repr(settings)
+    assert SECRET not in str(settings)
+    assert SECRET not in repr(settings.upstream_api_key)
+
+
+def test_configuration_error_does_not_reveal_the_key() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_env({"SUMMARIZER_UPSTREAM_API_KEY": SECRET, "SUMMARIZER_PORT": "abc"})
+    assert SECRET not in str(info.value)
+
+
+# -- db_path --------------------------------------------------------------------------------------
+
+
+def test_default_db_path_is_under_the_user_state_path() -> None:
+    path = Settings.from_env({}).db_path()
+    assert isinstance(path, Path)
+    assert path.parent == user_state_path("summarizer", appauthor=False)
+    assert path.suffix == ".db"
+
+
+def test_memory_db_stays_a_string() -> None:
+    assert Settings.from_env({"SUMMARIZER_DB": ":memory:"}).db_path() == ":memory:"
+    assert Settings.from_env({}, db=":memory:").db_path() == ":memory:"
+
+
+def test_explicit_db_path_is_returned() -> None:
+    assert Settings.from_env({}, db="/tmp/summarizer.db").db_path() == Path("/tmp/summarizer.db")
+
+
+# -- compaction_config ----------------------------------------------------------------------------
+
+
+def test_compaction_config_carries_the_settings() -> None:
+    settings = Settings.from_env(
+        {
+            "SUMMARIZER_CONTEXT_WINDOW": "64000",
+            "SUMMARIZER_TRIGGER_RATIO": "0.7",
+            "SUMMARIZER_TARGET_RATIO": "0.3",
+            "SUMMARIZER_KEEP_RECENT_TOKENS": "5000",
+            "SUMMARIZER_MAX_SUMMARY_TOKENS": "800",
+            "SUMMARIZER_SUMMARY_MODEL": "gpt-4o-mini",
+        }
+    )
+    config = settings.compaction_config()
+    assert isinstance(config, CompactionConfig)
+    assert config.context_window == 64000
+    assert config.trigger_ratio == 0.7
+    assert config.target_ratio == 0.3
+    assert config.keep_recent_tokens == 5000
+    assert config.max_summary_tokens == 800
+    assert config.summary_model == "gpt-4o-mini"
+
+
+def test_default_compaction_config_matches_compaction_defaults() -> None:
+    config = Settings.from_env({}).compaction_config()
+    defaults = CompactionConfig()
+    assert config.trigger_ratio == defaults.trigger_ratio
+    assert config.target_ratio == defaults.target_ratio
+    assert config.max_summary_tokens == defaults.max_summary_tokens
+    assert config.context_window is None
