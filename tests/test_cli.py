@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,5 +57,9 @@ def test_demo_runs_end_to_end_as_a_console_script() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "through the proxy" in result.stdout
     assert "compaction  1:" in result.stdout
-    assert "planted facts still in context            5/5" in result.stdout
+    assert re.search(r"planted facts still in context\s+5/5", result.stdout)
+    stored = re.search(r"checkpoints at GET /v1/summarizer/sessions/\{id\}\s+(\d+)", result.stdout)
+    compactions = re.search(r"\ncompactions\s+(\d+)", result.stdout)
+    assert stored and compactions and stored.group(1) == compactions.group(1)
