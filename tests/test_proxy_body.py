@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.proxy.body import outgoing_body, wants_usage
+from summarizer.proxy.body import outgoing_body, parse_body, wants_usage
 
 MESSAGES = [
     {"role": "system", "content": "You are terse."},
@@ -197,3 +197,36 @@ def test_input_body_is_not_mutated() -> None:
     outgoing_body(_raw(body), body, messages=NEW_MESSAGES, stream=True)
 
     assert body == snapshot
+
+
+def test_parse_body_accepts_what_the_stdlib_accepts() -> None:
+    assert parse_body(b'{"a": NaN}')["a"] != parse_body(b'{"a": NaN}')["a"]  # NaN, not an error
+    with pytest.raises(ValueError):
+        parse_body(b"{nope")
+
+
+def test_rewriting_keeps_integers_beyond_64_bits_exact_even_after_a_fast_parse() -> None:
+    big = 2**70 + 1
+    raw = json.dumps(
+        {
+            "model": "m",
+            "seed": big,
+            "messages": [
+                {"role": "system", "content": "s", "x-tag": big},
+                {"role": "user", "content": "old"},
+                {"role": "user", "content": "new"},
+            ],
+        }
+    ).encode()
+    body = parse_body(raw)
+    assert body["seed"] != big  # orjson reads it as a float: the reason for the exact path
+    kept, _, latest = body["messages"]
+    rewritten = [kept, {"role": "user", "content": "[summary]"}, latest]
+    sent = json.loads(outgoing_body(raw, body, messages=rewritten, stream=True))
+    assert sent["seed"] == big
+    assert sent["messages"][0] == {"role": "system", "content": "s", "x-tag": big}
+    assert sent["messages"][1:] == [
+        {"role": "user", "content": "[summary]"},
+        {"role": "user", "content": "new"},
+    ]
+    assert sent["stream_options"] == {"include_usage": True}

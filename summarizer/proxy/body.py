@@ -4,6 +4,11 @@ Only two things ever change: ``messages`` (when a checkpoint applies) and, on st
 ``stream_options.include_usage`` (so the proxy sees the provider's token count). Every other
 field, unknown ones included, reaches the upstream as the client sent it. When only the stream
 option is missing, it is spliced into the raw bytes rather than re-serializing the whole body.
+
+Parsing uses orjson (several times faster on large bodies; the proxy parses every request), but
+orjson reads integers beyond 64 bits as floats. So whenever a body is re-serialized, its fields
+and kept messages are taken from an exact stdlib parse of the client's bytes, never from the
+fast parse.
 """
 
 from __future__ import annotations
@@ -12,7 +17,27 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 _USAGE_OPTION = b'"stream_options":{"include_usage":true},'
+
+
+def parse_body(raw: bytes) -> Any:
+    """Parse a request body (fast; falls back to the stdlib for what orjson refuses, e.g. NaN).
+
+    Raises ``ValueError`` for invalid JSON.
+    """
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
+def _dumps(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # integers beyond 64 bits, NaN handling: the stdlib writes them as given
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def wants_usage(body: Mapping[str, Any]) -> bool:
@@ -30,7 +55,8 @@ def outgoing_body(
 ) -> bytes:
     """The bytes to send upstream for a chat request whose parsed form is ``body``.
 
-    ``messages``: the rewritten messages, or None to keep the client's.
+    ``messages``: the rewritten messages, or None to keep the client's. Rewritten messages that
+    are the client's own objects (from ``body["messages"]``) are sent as the client wrote them.
     """
     needs_usage = stream and not wants_usage(body)
     if messages is None and not needs_usage:
@@ -39,13 +65,19 @@ def outgoing_body(
     if messages is None and "stream_options" not in body and stripped.startswith(b"{"):
         # The body is an object with at least "model" and "messages", so a key can lead it.
         return b"{" + _USAGE_OPTION + stripped[1:]
-    out = dict(body)
+    exact = json.loads(raw)
+    out = dict(exact)
     if messages is not None:
-        out["messages"] = list(messages)
+        index = {id(message): i for i, message in enumerate(body.get("messages") or ())}
+        originals = exact.get("messages") or []
+        out["messages"] = [
+            originals[index[id(message)]] if id(message) in index else message
+            for message in messages
+        ]
     if needs_usage:
         options = out.get("stream_options")
         out["stream_options"] = {
             **(options if isinstance(options, Mapping) else {}),
             "include_usage": True,
         }
-    return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _dumps(out)

@@ -24,7 +24,7 @@ from ..errors import BudgetExceeded, ConfigurationError, InvalidConversation, Su
 from ..results import PrepareResult, Trigger
 from ..upstream import says_context_length_exceeded
 from . import sse
-from .body import outgoing_body, wants_usage
+from .body import outgoing_body, parse_body, wants_usage
 from .errors import error_payload, error_response
 from .headers import SESSION_HEADER, credential, credential_namespace, response_headers
 from .state import ProxyState
@@ -80,7 +80,7 @@ class ChatRequest:
 def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
     """The request, or the 400 response saying what is wrong with it."""
     try:
-        body = json.loads(raw)
+        body = parse_body(raw)
     except ValueError:
         return error_response(
             400,
