@@ -225,6 +225,15 @@ def count(
     typer.echo(f"{total} tokens ({len(messages)} messages, encoding {counter.name})")
 
 
+def _register_subcommands() -> None:
+    from .convert_command import convert_app
+
+    app.add_typer(convert_app, name="convert")
+
+
+_register_subcommands()
+
+
 def main() -> None:
     """Entry point of the ``summarizer`` console script."""
     logging.basicConfig(

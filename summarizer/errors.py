@@ -8,7 +8,8 @@
     ├── TokenizerUnavailable        no tiktoken encoding file can be found offline
     ├── InvalidConversation         not a valid Chat Completions conversation (ValueError)
     ├── BudgetExceeded              even the parts that must be kept do not fit the window
-    └── SummaryFailed               the model could not produce a usable summary
+    ├── SummaryFailed               the model could not produce a usable summary
+    └── ConversionError             a trajectory file that cannot be converted (ValueError)
 
 Errors carry their context as attributes and chain third-party errors with ``from``; none of them
 subclasses another library's exception, and none of their messages ever contains a credential.
@@ -79,3 +80,7 @@ class BudgetExceeded(SummarizerError):
 
 class SummaryFailed(SummarizerError):
     """The summary call failed or produced nothing usable after its retries."""
+
+
+class ConversionError(SummarizerError, ValueError):
+    """A trajectory file that cannot be converted; the message names the file."""

@@ -223,7 +223,7 @@ def test_configure_logging_text_level(monkeypatch: pytest.MonkeyPatch) -> None:
     stream = io.StringIO()
     monkeypatch.setattr(sys, "stderr", stream)
 
-    config = configure_logging("text", "warning")
+    configure_logging("text", "warning")
 
     assert logging.getLogger().level == logging.WARNING
     logging.getLogger("some.library").info("hidden")

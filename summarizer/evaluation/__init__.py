@@ -1,0 +1,1 @@
+"""Offline evaluation of compaction strategies on datasets of agent trajectories."""
