@@ -1,0 +1,104 @@
+"""``summarizer serve`` as a user runs it: a subprocess, flags and environment, JSON logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2
+import openai
+
+from summarizer.testing import TestUpstream
+
+KEY = "sk-serve-test-0123456789abcdef"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_runs_with_flags_and_environment_and_logs_json_without_keys(tmp_path: Path) -> None:
+    port = _free_port()
+    with TestUpstream(context_window=16_000) as upstream:
+        env = {
+            **os.environ,
+            "SUMMARIZER_CONTEXT_WINDOW": "16000",
+            "SUMMARIZER_LOG_FORMAT": "text",  # the flag below wins
+            "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",  # --upstream wins
+        }
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "summarizer.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--upstream",
+                upstream.base_url,
+                "--db",
+                str(tmp_path / "c.db"),
+                "--log-format",
+                "json",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx2.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                        break
+                except httpx2.TransportError:
+                    pass
+                assert process.poll() is None, process.communicate()[1]
+                assert time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.1)
+            client = openai.OpenAI(
+                base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0
+            )
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "hello"}]
+            )
+            assert raw.parse().choices[0].message.content
+            assert raw.headers["x-summarizer-compacted"] == "false"
+            bad = httpx2.post(
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                content=b"{",
+                headers={"Authorization": f"Bearer {KEY}"},
+            )
+            assert bad.status_code == 400
+        finally:
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines, "serve logged nothing"
+    records = [json.loads(line) for line in lines]
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    assert any("POST /v1/chat/completions" in r["message"] for r in records)
+    assert KEY not in stderr
+
+
+def test_serve_rejects_bad_settings_with_a_clear_error() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "summarizer.cli", "serve", "--trigger-ratio", "0.3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: invalid settings")
+    assert "Traceback" not in result.stderr
