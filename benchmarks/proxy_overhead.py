@@ -110,9 +110,7 @@ def _timed(client: httpx2.Client, url: str, payload: bytes, stream: bool) -> flo
     return time.perf_counter() - started
 
 
-def measure(
-    *, tokens: int, requests: int, stream: bool = False, warmup: int = 20
-) -> Overhead:
+def measure(*, tokens: int, requests: int, stream: bool = False, warmup: int = 20) -> Overhead:
     """Interleave ``requests`` direct and proxied requests of a ``tokens``-token conversation."""
     payload = json.dumps(conversation(tokens, stream=stream)).encode()
     with (

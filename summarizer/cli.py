@@ -227,7 +227,9 @@ def count(
 
 def _register_subcommands() -> None:
     from .convert_command import convert_app
+    from .evaluation.command import eval_command
 
+    app.command("eval")(eval_command)
     app.add_typer(convert_app, name="convert")
 
 

@@ -80,9 +80,7 @@ class ContextManager:
 
     def _session_lock(self, located: Located) -> threading.Lock:
         with self._guard:
-            return self._locks.setdefault(
-                (located.namespace, located.session), threading.Lock()
-            )
+            return self._locks.setdefault((located.namespace, located.session), threading.Lock())
 
     def _session_alock(self, located: Located) -> asyncio.Lock:
         key = (located.namespace, located.session)

@@ -1,0 +1,162 @@
+"""``summarizer eval``: the evaluator's command line (registered by ``cli`` as ``eval``).
+
+Exit status: 0 when every row succeeded; 1 when some rows errored (they are retried by running
+the same command again); 2 for a usage problem found before any work (unknown strategy, a model
+strategy without ``--upstream``/``--model``, no case loaded, an output directory of another run);
+130 when interrupted (run it again to resume).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..dataset import load_dataset
+from ..errors import ConfigurationError
+from .strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES, STRATEGIES
+
+_STRATEGY_HELP = (
+    "Strategy to run (repeatable, or comma-separated): "
+    + ", ".join(STRATEGIES)
+    + ". Default: the offline ones ("
+    + ", ".join(OFFLINE_STRATEGIES)
+    + "). "
+    + ", ".join(MODEL_STRATEGIES)
+    + " need --upstream and --model."
+)
+
+
+def split_strategies(values: list[str] | None) -> list[str]:
+    """Strategy names from repeated and comma-separated ``--strategy`` values (default: the
+    offline strategies)."""
+    if not values:
+        return list(OFFLINE_STRATEGIES)
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def eval_command(
+    datasets: Annotated[
+        list[Path], typer.Argument(help="JSONL dataset files (see summarizer.dataset).")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="Output directory: run.json, results.jsonl, report.json, report.md, report.html. "
+            "Running again into it resumes."
+        ),
+    ],
+    strategy: Annotated[
+        list[str] | None, typer.Option("--strategy", "-s", help=_STRATEGY_HELP)
+    ] = None,
+    budget: Annotated[
+        float,
+        typer.Option(
+            help="Compact every case to this fraction of its own token count "
+            "(or of --context-window)."
+        ),
+    ] = 0.3,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model that summarizes and answers probes (and names the agent model)."),
+    ] = None,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="OpenAI-compatible base URL for the model, e.g. https://api.openai.com/v1."
+        ),
+    ] = None,
+    concurrency: Annotated[int, typer.Option(help="Rows computed at once.")] = 4,
+    limit: Annotated[int | None, typer.Option(help="Only the first N cases.")] = None,
+    context_window: Annotated[
+        int | None,
+        typer.Option(help="The agent's window in tokens: the budget becomes a fraction of it."),
+    ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(help="JSON price table overriding or extending the built-in list prices."),
+    ] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    no_probes: Annotated[
+        bool, typer.Option("--no-probes", help="Do not answer probes even with a model.")
+    ] = False,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="OPENAI_API_KEY",
+            show_default=False,
+            help="Key for --upstream (default: $OPENAI_API_KEY). Never printed or stored.",
+        ),
+    ] = None,
+) -> None:
+    """Score compaction strategies offline on datasets of agent trajectories.
+
+    Each strategy compacts every case to the same budget; the evaluator scores what would be sent
+    next: gold-fact recall (and which facts were missed), extracted-fact recall, compression,
+    tokens, estimated cost, latency, and, with a model, probe accuracy against the full context.
+    """
+    from .runner import EvalSettings, RunConfigMismatch, run_eval, validate_settings
+
+    settings = EvalSettings(
+        datasets=datasets,
+        strategies=split_strategies(strategy),
+        budget=budget,
+        out=out,
+        model=model,
+        upstream=upstream,
+        api_key=api_key,
+        context_window=context_window,
+        concurrency=concurrency,
+        limit=limit,
+        probes=not no_probes,
+        prices=prices,
+        progress=not no_progress,
+    )
+    try:
+        validate_settings(settings)
+        cases, line_errors = load_dataset(datasets)
+    except ConfigurationError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except OSError as exc:
+        typer.echo(f"error: cannot read dataset: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    for line_error in line_errors:
+        typer.echo(f"skipped {line_error}", err=True)
+    if not cases:
+        typer.echo(
+            f"error: no case could be loaded from {', '.join(map(str, datasets))} "
+            f"({len(line_errors)} lines skipped)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    try:
+        outcome = run_eval(settings, cases)
+    except RunConfigMismatch as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except ConfigurationError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except KeyboardInterrupt:
+        typer.echo(
+            f"interrupted: finished rows are in {out / 'results.jsonl'}; "
+            "run the same command again to resume",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+    from .metrics import aggregate
+    from .pricing import load_prices
+    from .report import markdown_table, strategy_table
+
+    typer.echo(markdown_table(strategy_table(aggregate(outcome.rows, load_prices(prices)))))
+    typer.echo(
+        f"\n{outcome.computed} rows computed, {outcome.skipped} already done, "
+        f"{outcome.errors} errors, {outcome.elapsed_s:.1f} s; reports in {out}"
+    )
+    if outcome.errors:
+        typer.echo(
+            f"{outcome.errors} rows failed; run the same command again to retry them", err=True
+        )
+        raise typer.Exit(1)

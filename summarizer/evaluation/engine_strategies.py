@@ -1,0 +1,324 @@
+"""The strategies that go through the project's engine: ``self-summary`` (with and without the
+ledger), ``from-scratch`` and ``ledger-only``.
+
+Each runs ``ContextEngine`` as production does, with a forced (``manual``) compaction, an
+in-memory store and a ``CompactionConfig`` whose budget is the evaluation's: the planner's target
+sits just under the budget and its trigger (where it starts eliding old outputs) at the budget.
+So the cut, the kept parts, the summary request, the retries, the ledger and the fallbacks are
+production's own; the evaluator only measures what comes out.
+
+- ``self-summary``: the live conversation plus ``self_summary.md``, then the summary frame with
+  the fact ledger. ``self-summary-no-ledger``: the same with ``ledger_max_tokens=0``.
+- ``ledger-only``: no model. The engine's own mechanical fallback (``fallback_summary.md`` and
+  the ledger in the summary frame), with the summary allowance shrunk to that text so the kept
+  tail gets the room a model's summary would have taken.
+- ``from-scratch``: a separate summarizer request the way LangChain's ``SummarizationMiddleware``
+  makes one: its own system prompt, then the messages to replace rendered as a text transcript,
+  then the instruction (``from_scratch_system.md``, ``from_scratch_summary.md``). It replaces
+  exactly the span ``self-summary`` replaces (the planner's cut, taken from an engine run that
+  asks no model), so the two differ only in how the summary is written; it carries no ledger.
+  Unlike LangChain's default, the transcript is not trimmed to its last few thousand tokens: the
+  summarizer sees the whole span, so the comparison is about the approach, not a trim setting.
+
+Without a ``--context-window`` the engine's window is sized so the summary request can carry the
+whole conversation; with one, the summary request is cut to that window as in production.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..config import CompactionConfig
+from ..dataset import Case
+from ..engine import ContextEngine, drive_sync
+from ..messages import message_text
+from ..prompts import load_prompt, render_prompt
+from ..results import PrepareResult, SummarizeCall, SummaryOutcome
+from ..stores import MemoryStore
+from ..summary_request import cut_at_sentence, summary_instruction, summary_message, summary_problem
+from ..tokens import TokenCounter
+from .compaction import Compaction, CompactionInput, SummaryClient, finish, unchanged
+from .records import ModelCall
+
+LEDGER_ONLY_REASON = "ledger-only strategy: no model was asked"
+"""The reason the engine's fallback text gives for a ``ledger-only`` compaction."""
+FROM_SCRATCH_EMPTY_REASON = "the from-scratch summary was empty"
+"""The reason the engine's fallback text gives when a from-scratch summary comes back empty."""
+NO_LEDGER_TOKENS = 0
+DEFAULT_LEDGER_TOKENS = CompactionConfig().ledger_max_tokens
+
+_ROLE_NAMES = {
+    "system": "System",
+    "developer": "System",
+    "user": "Human",
+    "assistant": "AI",
+    "tool": "Tool",
+    "function": "Tool",
+}
+
+
+def engine_config(
+    job: CompactionInput, *, ledger_max_tokens: int, max_summary_tokens: int
+) -> CompactionConfig:
+    """A production config whose compaction lands within ``job.budget_tokens``."""
+    budget = job.budget_tokens
+    window = job.context_window
+    if window is None:
+        instruction = job.counter.count_text(summary_instruction(job.prompt_version))
+        # The engine carries the whole view in the summary request when it fits
+        # ``window - max_summary - instruction - 64`` with a 2% margin.
+        window = math.ceil(job.tokens_before * 1.03) + max_summary_tokens + instruction + 128
+    window = max(window, budget + 1)
+    return CompactionConfig(
+        context_window=window,
+        reserve_output_tokens=0,
+        trigger_ratio=min(1.0, (budget + 0.5) / window),
+        target_ratio=(budget - 0.5) / window,
+        max_summary_tokens=max_summary_tokens,
+        ledger_max_tokens=ledger_max_tokens,
+        tokenizer=job.counter.name,
+        prompt_version=job.prompt_version,
+    )
+
+
+def run_engine(
+    job: CompactionInput,
+    config: CompactionConfig,
+    perform: SummaryClient,
+) -> tuple[PrepareResult, MemoryStore]:
+    """One forced compaction of ``job.case`` by the engine; the store holds its checkpoint."""
+    store = MemoryStore()
+    engine = ContextEngine(config, store)
+    located = engine.locate(
+        job.case.messages, model=job.agent_model, tools=job.case.tools, session="eval"
+    )
+    result = drive_sync(engine.steps(located, trigger="manual"), perform)
+    return result, store
+
+
+class _Recorder:
+    """Performs the engine's summary calls with a client and records each as a ``ModelCall``."""
+
+    def __init__(self, client: SummaryClient, counter: TokenCounter) -> None:
+        self.client = client
+        self.counter = counter
+        self.calls: list[ModelCall] = []
+
+    def __call__(self, call: SummarizeCall) -> SummaryOutcome:
+        outcome = self.client(call)
+        body = call.body
+        messages: list[dict[str, Any]] = body["messages"]
+        estimate = self.counter.count_messages(messages) + self.counter.count_tools(
+            body.get("tools")
+        )
+        prompt = outcome.prompt_tokens or estimate
+        appended = self.counter.count_message(messages[-1])
+        self.calls.append(
+            _model_call(
+                "summary" if call.attempt == "first" else "summary-strict",
+                body,
+                outcome,
+                prompt_tokens=prompt,
+                reusable=max(0, prompt - appended),
+                counter=self.counter,
+            )
+        )
+        return outcome
+
+
+def _model_call(
+    purpose: str,
+    body: Mapping[str, Any],
+    outcome: SummaryOutcome,
+    *,
+    prompt_tokens: int,
+    reusable: int,
+    counter: TokenCounter,
+) -> ModelCall:
+    output = outcome.completion_tokens
+    if output is None:
+        output = counter.count_text(outcome.text) if outcome.text else 0
+    return ModelCall(
+        purpose=purpose,
+        model=str(body.get("model", "")),
+        prompt_tokens=prompt_tokens,
+        reusable_prefix_tokens=reusable,
+        cached_tokens=outcome.cached_tokens,
+        output_tokens=output,
+        latency_s=outcome.latency_s,
+        error=outcome.error,
+    )
+
+
+def _no_model(reason: str) -> SummaryClient:
+    def perform(call: SummarizeCall) -> SummaryOutcome:
+        return SummaryOutcome(error=reason)
+
+    return perform
+
+
+def _require_client(job: CompactionInput, name: str) -> SummaryClient:
+    if job.client is None:
+        raise ValueError(f"strategy {name!r} needs a model: pass --upstream and --model")
+    return job.client
+
+
+def _notes(result: PrepareResult) -> list[str]:
+    return list(result.event.degraded) if result.event is not None else []
+
+
+class SelfSummary:
+    """``self-summary`` / ``self-summary-no-ledger``: production's compaction, model included."""
+
+    needs_model = True
+
+    def __init__(self, *, ledger: bool = True) -> None:
+        self.ledger = ledger
+        self.name = "self-summary" if ledger else "self-summary-no-ledger"
+
+    def variants(self, case: Case) -> list[str | None]:
+        """One row per case."""
+        return [None]
+
+    def compact(self, job: CompactionInput) -> Compaction:
+        """Force one compaction through the engine, the summary written by ``job.client``."""
+        if job.tokens_before <= job.budget_tokens:
+            return unchanged(job)
+        recorder = _Recorder(_require_client(job, self.name), job.counter)
+        config = engine_config(
+            job,
+            ledger_max_tokens=DEFAULT_LEDGER_TOKENS if self.ledger else NO_LEDGER_TOKENS,
+            max_summary_tokens=job.max_summary_tokens,
+        )
+        result, _ = run_engine(job, config, recorder)
+        event = result.event
+        failure = event.failure if event is not None else None
+        notes = _notes(result) + (["fallback"] if failure else [])
+        summary = event.summary if event is not None and not failure else None
+        return finish(
+            job,
+            list(result.messages),
+            summary=summary,
+            calls=recorder.calls,
+            failure=failure,
+            notes=notes,
+        )
+
+
+class LedgerOnly:
+    """``ledger-only``: the engine's mechanical fallback, no model asked."""
+
+    name = "ledger-only"
+    needs_model = False
+
+    def variants(self, case: Case) -> list[str | None]:
+        """One row per case."""
+        return [None]
+
+    def compact(self, job: CompactionInput) -> Compaction:
+        """The span replaced by the fallback text and the fact ledger, in the summary frame."""
+        if job.tokens_before <= job.budget_tokens:
+            return unchanged(job)
+        widest = render_prompt(
+            "fallback_summary",
+            job.prompt_version,
+            reason=LEDGER_ONLY_REASON,
+            message_count=9_999_999,
+            original_tokens=9_999_999_999,
+        )
+        config = engine_config(
+            job,
+            ledger_max_tokens=DEFAULT_LEDGER_TOKENS,
+            max_summary_tokens=job.counter.count_text(widest) + 8,
+        )
+        result, _ = run_engine(job, config, _no_model(LEDGER_ONLY_REASON))
+        return finish(job, list(result.messages), notes=_notes(result))
+
+
+def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Messages as a plain-text transcript, one ``Role: text`` paragraph each (LangChain's
+    ``get_buffer_string`` style; tool calls as ``name(arguments)``)."""
+    lines = []
+    for message in messages:
+        role = _ROLE_NAMES.get(str(message.get("role")), str(message.get("role")))
+        lines.append(f"{role}: {message_text(message)}")
+    return "\n\n".join(lines)
+
+
+def from_scratch_request(
+    span: Sequence[Mapping[str, Any]], *, model: str, max_summary_tokens: int, version: str
+) -> dict[str, Any]:
+    """The separate summarizer request over ``span``: system prompt, transcript, instruction."""
+    return {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": load_prompt("from_scratch_system", version)},
+            {
+                "role": "user",
+                "content": render_prompt(
+                    "from_scratch_summary", version, transcript=render_transcript(span)
+                ),
+            },
+        ],
+        "max_completion_tokens": max_summary_tokens,
+    }
+
+
+class FromScratch:
+    """``from-scratch``: a separate summarizer prompt over the span self-summary replaces."""
+
+    name = "from-scratch"
+    needs_model = True
+
+    def variants(self, case: Case) -> list[str | None]:
+        """One row per case."""
+        return [None]
+
+    def compact(self, job: CompactionInput) -> Compaction:
+        """Plan with the engine, summarize the span from scratch, put the summary in its place."""
+        if job.tokens_before <= job.budget_tokens:
+            return unchanged(job)
+        client = _require_client(job, self.name)
+        config = engine_config(
+            job,
+            ledger_max_tokens=DEFAULT_LEDGER_TOKENS,
+            max_summary_tokens=job.max_summary_tokens,
+        )
+        # The plan comes from an engine run that asks no model; its fallback message is replaced
+        # by the from-scratch summary, and only stays (with this reason) if that summary is empty.
+        planned, _ = run_engine(job, config, _no_model(FROM_SCRATCH_EMPTY_REASON))
+        event = planned.event
+        assert event is not None  # a forced compaction always has its event
+        kept = set(event.kept_indices)
+        span = [m for i, m in enumerate(job.case.messages[: event.cut[1]]) if i not in kept]
+        body = from_scratch_request(
+            span,
+            model=job.agent_model,
+            max_summary_tokens=job.max_summary_tokens,
+            version=job.prompt_version,
+        )
+        outcome = client(SummarizeCall(body=body))
+        counter = job.counter
+        prompt = outcome.prompt_tokens or counter.count_messages(body["messages"])
+        call = _model_call(
+            "from-scratch", body, outcome, prompt_tokens=prompt, reusable=0, counter=counter
+        )
+        notes = _notes(planned)
+        messages = list(planned.messages)
+        if outcome.error is not None:
+            return finish(job, messages, calls=[call], failure=outcome.error, notes=notes)
+        text = (outcome.text or "").strip()
+        tokens = counter.count_text(text)
+        problem = summary_problem(
+            text, outcome.finish_reason, max_tokens=job.max_summary_tokens, tokens=tokens
+        )
+        if problem == "empty":
+            # As the engine does: the mechanical fallback the plan already holds.
+            return finish(job, messages, calls=[call], failure=problem, notes=[*notes, "fallback"])
+        if problem == "too_long":
+            text = cut_at_sentence(text, job.max_summary_tokens, counter.count_text)
+            notes.append("summary_cut")
+        messages[len(event.kept_indices)] = summary_message(text, "", job.prompt_version)
+        return finish(job, messages, summary=text, calls=[call], notes=notes)

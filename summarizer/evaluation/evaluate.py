@@ -1,0 +1,201 @@
+"""One row of an evaluation: compact a case with a strategy, then measure the result.
+
+``Evaluator`` is what the runner's workers call: it counts the case with the agent model's
+tokenizer, sets the budget (``budget`` x the case's tokens, or x ``context_window``), runs the
+strategy, and fills a ``ResultRow`` with the metrics and, when a model is given, the probes. A
+strategy's error (``BudgetExceeded``, a summary call that failed after its retries, a probe call
+that failed) makes an ``error`` row, which the next run into the same directory recomputes.
+Each case's full-context probe answers are computed once and shared by its rows.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from ..dataset import Case
+from ..errors import SummarizerError
+from ..prompts import DEFAULT_VERSION
+from ..tokens import make_counter
+from .compaction import CompactionInput, Strategy, SummaryClient, request_tokens
+from .metrics import compression_ratio, context_text, extracted_fact_recall, gold_fact_recall
+from .probes import Graded, accuracy, grade_probes, probe_results
+from .records import ResultRow, RowKey
+
+DEFAULT_AGENT_MODEL = "gpt-4o"
+"""Counts and prices a case that names no model when the run names none either."""
+
+
+@dataclass(frozen=True)
+class RowSettings:
+    """The run settings a row depends on."""
+
+    budget: float
+    model: str | None = None
+    context_window: int | None = None
+    probes: bool = False
+    """Answer and grade the case's probes (needs a client)."""
+    prompt_version: str = DEFAULT_VERSION
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row to compute."""
+
+    case: Case
+    strategy: Strategy
+    variant: str | None
+
+    @property
+    def key(self) -> RowKey:
+        """The row's key."""
+        return (self.case.id, self.strategy.name, self.variant or "")
+
+
+class FullContextProbes:
+    """Each case's probes answered from its full context, computed once and shared."""
+
+    def __init__(self, compute: Callable[[Case], list[Graded]]) -> None:
+        self._compute = compute
+        self._results: dict[str, list[Graded]] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def get(self, case: Case) -> list[Graded]:
+        """The case's full-context grades (computed on first use; concurrent callers wait)."""
+        with self._guard:
+            lock = self._locks.setdefault(case.id, threading.Lock())
+        with lock:
+            if case.id not in self._results:
+                self._results[case.id] = self._compute(case)
+            return self._results[case.id]
+
+
+class Evaluator:
+    """Computes one row: compaction, metrics, probes."""
+
+    def __init__(self, settings: RowSettings, client: SummaryClient | None) -> None:
+        self.settings = settings
+        self.client = client
+        self.probing = settings.probes and client is not None
+        self.full_probes = FullContextProbes(self._full_context_probes)
+
+    def agent_model(self, case: Case) -> str:
+        """The run's model, else the case's, else ``DEFAULT_AGENT_MODEL``."""
+        return self.settings.model or case.model or DEFAULT_AGENT_MODEL
+
+    def _full_context_probes(self, case: Case) -> list[Graded]:
+        assert self.client is not None
+        return grade_probes(
+            self.client,
+            case.messages,
+            case.tools,
+            case.probes,
+            model=self.agent_model(case),
+            version=self.settings.prompt_version,
+        )
+
+    def __call__(self, job: Job) -> ResultRow:
+        """The row of ``job``. A summarizer error or ``ValueError`` from the strategy, or a model
+        call that failed after its retries, makes an ``error`` row; other exceptions (bugs)
+        propagate and stop the run."""
+        case, settings = job.case, self.settings
+        model = self.agent_model(case)
+        counter = make_counter(model)
+        before = request_tokens(counter, case.messages, case.tools)
+        base = settings.context_window or before
+        budget = max(1, int(settings.budget * base))
+        row = ResultRow(
+            case_id=case.id,
+            strategy=job.strategy.name,
+            variant=job.variant,
+            status="ok",
+            agent_model=model,
+            tokens_before=before,
+            budget_tokens=budget,
+        )
+        started = time.monotonic()
+        try:
+            compaction = job.strategy.compact(
+                CompactionInput(
+                    case=case,
+                    budget_tokens=budget,
+                    counter=counter,
+                    agent_model=model,
+                    variant=job.variant,
+                    client=self.client,
+                    context_window=settings.context_window,
+                    prompt_version=settings.prompt_version,
+                )
+            )
+        except (SummarizerError, ValueError) as exc:
+            return row.model_copy(
+                update={
+                    "status": "error",
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "latency_s": time.monotonic() - started,
+                }
+            )
+        latency = time.monotonic() - started
+        failed_calls = [call.error for call in compaction.calls if call.error]
+        update: dict[str, object] = {
+            "tokens_after": compaction.tokens_after,
+            "met_budget": compaction.met_budget,
+            "compacted": compaction.compacted,
+            "compression_ratio": compression_ratio(before, compaction.tokens_after),
+            "summary_tokens": compaction.summary_tokens,
+            "inserted_tokens": compaction.inserted_tokens,
+            "next_reusable_prefix_tokens": compaction.reusable_prefix_tokens,
+            "calls": compaction.calls,
+            "failure": compaction.failure,
+            "notes": compaction.notes,
+            "summary": compaction.summary,
+            "latency_s": latency,
+        }
+        if failed_calls:
+            update |= {"status": "error", "error": f"model call failed: {failed_calls[0]}"}
+            return row.model_copy(update=update)
+        update["gold"] = gold_fact_recall(context_text(compaction.messages), case.facts)
+        update["extracted"] = extracted_fact_recall(case.messages, compaction.messages)
+        if self.probing and case.probes:
+            update |= self._probes(case, compaction.messages, model)
+        return row.model_copy(update=update)
+
+    def _probes(
+        self, case: Case, messages: list[dict[str, object]], model: str
+    ) -> dict[str, object]:
+        assert self.client is not None
+        started = time.monotonic()
+        compacted = grade_probes(
+            self.client,
+            messages,
+            case.tools,
+            case.probes,
+            model=model,
+            version=self.settings.prompt_version,
+        )
+        full = self.full_probes.get(case)
+        update: dict[str, object] = {"probe_latency_s": time.monotonic() - started}
+        errors = [g.error for g in [*compacted, *full] if g.error]
+        if errors:
+            return update | {"status": "error", "error": errors[0]}
+        ours = accuracy([g.correct for g in compacted])
+        theirs = accuracy([g.correct for g in full])
+        return update | {
+            "probes": probe_results(case.probes, compacted, full),
+            "probe_accuracy": ours,
+            "probe_accuracy_full": theirs,
+            "probe_gap": theirs - ours if ours is not None and theirs is not None else None,
+        }
+
+
+def plan_jobs(cases: Iterable[Case], strategies: Sequence[Strategy]) -> list[Job]:
+    """Every (case, strategy, variant): each case's strategies in order, then the next case."""
+    return [
+        Job(case, strategy, variant)
+        for case in cases
+        for strategy in strategies
+        for variant in strategy.variants(case)
+    ]

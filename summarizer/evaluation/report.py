@@ -1,0 +1,341 @@
+"""The reports of a run: ``report.json``, ``report.md`` (tables) and ``report.html``.
+
+All three are rebuilt from the rows of ``results.jsonl`` (and the price table, so costs follow
+``--prices`` without recomputing rows). The HTML page is self-contained: inline CSS and inline SVG
+charts (gold recall against compression per strategy; missed gold facts by kind), no script, no
+external resource; every text from the data is escaped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from .charts import Point, grouped_bars, scatter
+from .metrics import StrategyAggregate, aggregate, row_cost
+from .pricing import Price, price_for
+from .records import ResultRow, RunConfig
+
+Table = tuple[list[str], list[list[str]], int]
+"""Headers, rows of cells, and how many leading columns hold text (left-aligned; the others are
+numbers, right-aligned); rendered as Markdown or HTML."""
+
+COST_NOTE = (
+    "Cost is an estimate per case: the strategy's model calls plus the next request with the "
+    "compacted context (its output not counted), at the list prices of the price table. Cached "
+    "tokens are estimated, not measured: a self-summary request reuses the live prefix (all but "
+    "the appended instruction is cached), a from-scratch request is a new prompt (uncached), and "
+    "the next request reuses only its leading unchanged messages (tools, system prompt, task). "
+    "OpenAI-style models cache automatically (1,024 tokens minimum, 128-token steps); "
+    "Anthropic-style models at explicit breakpoints (writes 1.25x input, reads 0.1x)."
+)
+METRIC_NOTE = (
+    "Gold recall: share of the dataset's facts the compacted context still mentions "
+    "(normalised: case, whitespace, quoting, path separators, aliases). Extracted recall: share "
+    "of the facts the project's extractor finds in what was removed or rewritten that are still "
+    "mentioned; the ledger is built by the same extractor, so it favours ledger strategies. "
+    "Compression: tokens after / tokens before (lower is smaller). A case already within budget "
+    "is left unchanged by every strategy but `given`."
+)
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _usd(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:.4f}"
+
+
+def report_data(
+    rows: Sequence[ResultRow], *, config: RunConfig, prices: Mapping[str, Price]
+) -> dict[str, Any]:
+    """What ``report.json`` holds: the run's config, per-strategy aggregates, per-case rows."""
+    aggregates = aggregate(rows, prices)
+    models = sorted({r.agent_model for r in rows} | {c.model for r in rows for c in r.calls})
+    used = {m: price_for(m, prices) for m in models}
+    cases = []
+    for row in rows:
+        cases.append(
+            {
+                "case_id": row.case_id,
+                "strategy": row.label,
+                "status": row.status,
+                "error": row.error,
+                "tokens_before": row.tokens_before,
+                "budget_tokens": row.budget_tokens,
+                "tokens_after": row.tokens_after,
+                "met_budget": row.met_budget,
+                "compression_ratio": row.compression_ratio,
+                "summary_tokens": row.summary_tokens,
+                "gold_recall": row.gold.recall if row.gold else None,
+                "missed_gold": [m.model_dump() for m in row.gold.missed] if row.gold else [],
+                "extracted_recall": row.extracted.recall if row.extracted else None,
+                "cost_usd": row_cost(row, prices),
+                "latency_s": row.latency_s,
+                "probe_accuracy": row.probe_accuracy,
+                "probe_accuracy_full": row.probe_accuracy_full,
+                "probe_gap": row.probe_gap,
+                "notes": row.notes,
+                "failure": row.failure,
+            }
+        )
+    return {
+        "config": config.model_dump(),
+        "prices": {m: (p.model_dump() if p else None) for m, p in used.items()},
+        "strategies": [a.model_dump() for a in aggregates],
+        "cases": cases,
+        "notes": {"metrics": METRIC_NOTE, "cost": COST_NOTE},
+    }
+
+
+def strategy_table(aggregates: Sequence[StrategyAggregate]) -> Table:
+    """One line per strategy: recall, compression, tokens, cost, latency (and probes if run)."""
+    probes = any(a.probe_accuracy is not None for a in aggregates)
+    headers = [
+        "strategy",
+        "cases",
+        "errors",
+        "within budget",
+        "gold recall",
+        "extracted recall",
+        "after/before",
+        "tokens after",
+        "summary tokens",
+        "cost per case",
+        "latency (s)",
+    ]
+    if probes:
+        headers += ["probe accuracy", "full-context accuracy", "gap"]
+    lines = []
+    for a in aggregates:
+        ok = a.rows - a.errors
+        line = [
+            a.label,
+            str(a.rows),
+            str(a.errors),
+            f"{a.met_budget}/{ok}",
+            _pct(a.gold_recall),
+            _pct(a.extracted_recall),
+            _num(a.compression_ratio, 3),
+            _num(a.tokens_after),
+            _num(a.summary_tokens),
+            _usd(a.cost_usd),
+            _num(a.latency_s, 2),
+        ]
+        if probes:
+            line += [_pct(a.probe_accuracy), _pct(a.probe_accuracy_full), _pct(a.probe_gap)]
+        lines.append(line)
+    return headers, lines, 1
+
+
+def kinds_table(aggregates: Sequence[StrategyAggregate]) -> Table:
+    """Missed gold facts by kind, one line per strategy."""
+    kinds = sorted({k for a in aggregates for k in a.missed_by_kind})
+    lines = [
+        [
+            a.label,
+            *(str(a.missed_by_kind.get(k, 0)) for k in kinds),
+            str(sum(a.missed_by_kind.values())),
+        ]
+        for a in aggregates
+    ]
+    return ["strategy", *kinds, "total"], lines, 1
+
+
+def case_table(rows: Sequence[ResultRow]) -> Table:
+    """One line per case and strategy."""
+    lines = []
+    for r in rows:
+        missed = ", ".join(m.id or m.text for m in r.gold.missed) if r.gold else ""
+        if r.status == "error":
+            status = f"error: {r.error}"
+        else:
+            status = "; ".join([*r.notes, *([f"failure: {r.failure}"] if r.failure else [])])
+        lines.append(
+            [
+                r.case_id,
+                r.label,
+                missed or "–",
+                status or "–",
+                _pct(r.gold.recall if r.gold else None),
+                _pct(r.extracted.recall if r.extracted else None),
+                _num(r.compression_ratio, 3),
+                f"{_num(r.tokens_after)} / {_num(r.budget_tokens)}",
+            ]
+        )
+    headers = [
+        "case",
+        "strategy",
+        "missed gold facts",
+        "notes",
+        "gold recall",
+        "extracted recall",
+        "after/before",
+        "tokens after / budget",
+    ]
+    return headers, lines, 4
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(table: Table) -> str:
+    """``table`` as a GitHub-flavoured Markdown table."""
+    headers, lines, text_columns = table
+    out = ["| " + " | ".join(map(_md_cell, headers)) + " |"]
+    out.append(
+        "|" + "|".join("---" if i < text_columns else "---:" for i in range(len(headers))) + "|"
+    )
+    out += ["| " + " | ".join(map(_md_cell, line)) + " |" for line in lines]
+    return "\n".join(out)
+
+
+def html_table(table: Table) -> str:
+    """``table`` as an HTML table, every cell escaped."""
+    headers, lines, text_columns = table
+
+    def cell(tag: str, i: int, text: str) -> str:
+        align = ' class="text"' if i < text_columns else ""
+        return f"<{tag}{align}>{escape(text)}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(headers))
+    body = "".join(
+        "<tr>" + "".join(cell("td", i, text) for i, text in enumerate(line)) + "</tr>"
+        for line in lines
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _run_lines(config: RunConfig, rows: Sequence[ResultRow]) -> list[str]:
+    base = (
+        f"{config.context_window:,}-token window"
+        if config.context_window
+        else "each case's own token count"
+    )
+    return [
+        f"Budget: {config.budget:.0%} of {base}.",
+        f"Model: {config.model or 'none (offline strategies only)'}; probes: "
+        f"{'yes' if config.probes else 'no'}; prompts {config.prompt_version} "
+        f"({config.prompt_digest[:12]}).",
+        f"Datasets: {', '.join(d[:12] for d in config.datasets)} (SHA-256); "
+        f"{len({r.case_id for r in rows})} cases, {len(rows)} rows.",
+    ]
+
+
+def render_markdown(
+    rows: Sequence[ResultRow], *, config: RunConfig, prices: Mapping[str, Price]
+) -> str:
+    """``report.md``."""
+    aggregates = aggregate(rows, prices)
+    parts = [
+        "# Summary-quality evaluation",
+        "",
+        *_run_lines(config, rows),
+        "",
+        "## Strategies",
+        "",
+        markdown_table(strategy_table(aggregates)),
+        "",
+        "## Missed gold facts by kind",
+        "",
+        markdown_table(kinds_table(aggregates)),
+        "",
+        "## Cases",
+        "",
+        markdown_table(case_table(rows)),
+        "",
+        "## Notes",
+        "",
+        METRIC_NOTE,
+        "",
+        COST_NOTE,
+        "",
+    ]
+    return "\n".join(parts)
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
+h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
+th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right;vertical-align:top}
+.text{text-align:left}
+thead th{background:#f3f3f3}.note{color:#555;font-size:.85rem;max-width:900px}
+figure{margin:1rem 0}
+"""
+
+
+def render_html(
+    rows: Sequence[ResultRow], *, config: RunConfig, prices: Mapping[str, Price]
+) -> str:
+    """``report.html``: self-contained, with the two charts."""
+    aggregates = aggregate(rows, prices)
+    series: dict[str, list[Point]] = {a.label: [] for a in aggregates}
+    for r in rows:
+        recall = r.gold.recall if r.status == "ok" and r.gold is not None else None
+        if recall is not None and r.compression_ratio is not None:
+            title = (
+                f"{r.case_id} / {r.label}: gold recall {recall:.3f}, "
+                f"compression {r.compression_ratio:.3f}"
+            )
+            series[r.label].append(Point(r.compression_ratio, recall, title))
+    recall_chart = scatter(
+        series,
+        x_label="compression: tokens after / tokens before",
+        y_label="gold-fact recall",
+        title="Gold-fact recall against compression",
+        x_reference=None if config.context_window else config.budget,
+        x_reference_label="budget",
+    )
+    kinds_chart = grouped_bars(
+        {a.label: a.missed_by_kind for a in aggregates},
+        title="Missed gold facts by kind",
+        y_label="missed facts (all cases)",
+    )
+    meta = "".join(f"<p>{escape(line)}</p>" for line in _run_lines(config, rows))
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        "<title>Summary-quality evaluation</title>"
+        f"<style>{_CSS}</style></head><body>"
+        "<h1>Summary-quality evaluation</h1>"
+        f"{meta}"
+        "<h2>Strategies</h2>"
+        f"{html_table(strategy_table(aggregates))}"
+        f"<figure>{recall_chart}</figure>"
+        "<h2>Missed gold facts by kind</h2>"
+        f"{html_table(kinds_table(aggregates))}"
+        f"<figure>{kinds_chart}</figure>"
+        "<h2>Cases</h2>"
+        f"{html_table(case_table(rows))}"
+        f'<h2>Notes</h2><p class="note">{escape(METRIC_NOTE)}</p>'
+        f'<p class="note">{escape(COST_NOTE)}</p>'
+        "</body></html>\n"
+    )
+
+
+def _write(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def write_reports(
+    out: Path, rows: Sequence[ResultRow], *, config: RunConfig, prices: Mapping[str, Price]
+) -> list[Path]:
+    """Write ``report.json``, ``report.md`` and ``report.html`` into ``out``; their paths."""
+    paths = [out / "report.json", out / "report.md", out / "report.html"]
+    data = report_data(rows, config=config, prices=prices)
+    _write(paths[0], json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    _write(paths[1], render_markdown(rows, config=config, prices=prices))
+    _write(paths[2], render_html(rows, config=config, prices=prices))
+    return paths

@@ -1,0 +1,71 @@
+"""The compaction strategies the evaluator compares, by name. Names are a public contract:
+
+==========================  =====  ===============================================================
+name                        model  what it sends next
+==========================  =====  ===============================================================
+``self-summary``            yes    production: the live conversation summarizes itself, + ledger
+``self-summary-no-ledger``  yes    the same without the fact ledger
+``from-scratch``            yes    a separate summarizer prompt over the same span, as text
+``masking``                 no     old tool outputs replaced by placeholders (largest M that fits)
+``truncate``                no     the oldest units dropped
+``ledger-only``             no     the engine's mechanical fallback: the fact ledger, no summary
+``given``                   no     each summary the dataset carries (one row per summary)
+==========================  =====  ===============================================================
+
+See ``compaction`` for the ``Strategy`` protocol, ``mechanical`` and ``engine_strategies`` for
+each strategy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+from ..errors import ConfigurationError
+from .compaction import Compaction, CompactionInput, Strategy, SummaryClient
+from .engine_strategies import FromScratch, LedgerOnly, SelfSummary
+from .mechanical import Given, Masking, Truncate
+
+__all__ = [
+    "MODEL_STRATEGIES",
+    "OFFLINE_STRATEGIES",
+    "STRATEGIES",
+    "Compaction",
+    "CompactionInput",
+    "Strategy",
+    "SummaryClient",
+    "resolve_strategies",
+]
+
+STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
+    {
+        strategy.name: strategy
+        for strategy in (
+            SelfSummary(ledger=True),
+            SelfSummary(ledger=False),
+            FromScratch(),
+            Masking(),
+            Truncate(),
+            LedgerOnly(),
+            Given(),
+        )
+    }
+)
+"""Every strategy, by name."""
+
+MODEL_STRATEGIES: tuple[str, ...] = tuple(n for n, s in STRATEGIES.items() if s.needs_model)
+"""The strategies that call a model (they need ``--upstream`` and ``--model``)."""
+OFFLINE_STRATEGIES: tuple[str, ...] = tuple(n for n, s in STRATEGIES.items() if not s.needs_model)
+"""The strategies that run with no model at all."""
+
+
+def resolve_strategies(names: Sequence[str]) -> list[Strategy]:
+    """The strategies named, in order, without repeats; ``ConfigurationError`` on an unknown
+    name, listing the valid ones."""
+    unknown = [name for name in names if name not in STRATEGIES]
+    if unknown:
+        raise ConfigurationError(
+            f"unknown strategy {', '.join(map(repr, unknown))}; valid strategies: "
+            + ", ".join(STRATEGIES)
+        )
+    return [STRATEGIES[name] for name in dict.fromkeys(names)]
