@@ -1,11 +1,11 @@
 """Latency the proxy adds to a chat request, against calling the same upstream directly.
 
-Both paths run in the same process and the same run, interleaved request by request so machine
-noise hits them alike: the test upstream (``summarizer.testing``, fixed one-word reply, no delay)
-on 127.0.0.1, and ``summarizer serve`` (uvicorn on 127.0.0.1) in front of it, with a window large
-enough that no compaction triggers. The client sends pre-serialized bytes with httpx2 so client
-work is identical for both. Added latency is reported as the difference of the two latency
-distributions' percentiles (median, p95, p99).
+Both paths are measured in the same run, interleaved request by request so machine noise hits
+them alike: the test upstream (``summarizer.testing``, fixed one-word reply, no delay) on
+127.0.0.1, and ``summarizer serve`` in front of it, run as users run it (its own process), with a
+window large enough that no compaction triggers. The client sends pre-serialized bytes with
+httpx2 so client work is identical for both. Added latency is reported as the difference of the
+two latency distributions' percentiles (median, p95, p99).
 
     python -m benchmarks.proxy_overhead --tokens 100000 --requests 300
 """
@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from summarizer.proxy import ProxyServer
-from summarizer.settings import Settings
 from summarizer.testing import Reply, TestUpstream
 from summarizer.tokens import make_counter
 
@@ -110,28 +113,52 @@ def _timed(client: httpx2.Client, url: str, payload: bytes, stream: bool) -> flo
     return time.perf_counter() - started
 
 
+@contextmanager
+def serve_process(upstream: str, *, context_window: int) -> Iterator[str]:
+    """``summarizer serve`` in a subprocess on a free port; yields its base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryDirectory() as folder:
+        command = [
+            sys.executable, "-m", "summarizer.cli", "serve",
+            "--upstream", upstream, "--port", str(port),
+            "--db", str(Path(folder) / "checkpoints.db"),
+            "--context-window", str(context_window), "--log-level", "warning",
+        ]  # fmt: skip
+        process = subprocess.Popen(command)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx2.get(f"{base}/healthz").status_code == 200:
+                        break
+                except httpx2.TransportError:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("summarizer serve did not start")
+                time.sleep(0.05)
+            yield f"{base}/v1"
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
 def measure(*, tokens: int, requests: int, stream: bool = False, warmup: int = 20) -> Overhead:
     """Interleave ``requests`` direct and proxied requests of a ``tokens``-token conversation."""
     payload = json.dumps(conversation(tokens, stream=stream)).encode()
-    with (
-        TestUpstream(responder=lambda body: Reply(content="ok")) as upstream,
-        tempfile.TemporaryDirectory() as folder,
-    ):
-        settings = Settings(
-            upstream=upstream.base_url,
-            port=0,
-            db=Path(folder) / "checkpoints.db",
-            context_window=max(1_000_000, tokens * 4),
-        )
+    with TestUpstream(responder=lambda body: Reply(content="ok")) as upstream:
+        window = max(1_000_000, tokens * 4)
         with (
-            ProxyServer(settings) as proxy,
+            serve_process(upstream.base_url, context_window=window) as proxy_base,
             httpx2.Client(
                 headers={"Authorization": "Bearer bench", "Content-Type": "application/json"},
                 timeout=60,
             ) as client,
         ):
             direct_url = f"{upstream.base_url}/chat/completions"
-            proxy_url = f"{proxy.base_url}/chat/completions"
+            proxy_url = f"{proxy_base}/chat/completions"
             for _ in range(warmup):
                 _timed(client, direct_url, payload, stream)
                 _timed(client, proxy_url, payload, stream)

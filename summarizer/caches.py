@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .messages import Message, chain_step, message_digest
@@ -33,9 +33,21 @@ class ChainCache:
         self._size = size
         self._lock = threading.Lock()
 
-    def digests_and_chain(self, messages: Sequence[Message]) -> tuple[list[str], list[str]]:
-        """Per-message digests and the prefix chain of ``messages``."""
+    def digests_and_chain(
+        self,
+        messages: Sequence[Message],
+        *,
+        check: Callable[[int], object] | None = None,
+    ) -> tuple[list[str], list[str]]:
+        """Per-message digests and the prefix chain of ``messages``.
+
+        ``check(start)`` is called before anything is cached, with the length of the prefix this
+        cache already knows (and so already checked): a validator can skip that prefix, and a
+        conversation that fails it is never remembered.
+        """
         if not messages:
+            if check is not None:
+                check(0)
             return [], []
         # Keyed by the first two messages (system prompt and task, typically), so sessions that
         # share a system prompt do not evict each other.
@@ -46,12 +58,17 @@ class ChainCache:
                 self._entries.move_to_end(first)
         shared = 0
         if entry is not None:
-            limit = min(len(entry.messages), len(messages))
+            known = len(entry.messages)
+            if known <= len(messages) and entry.messages == list(messages[:known]):
+                shared = known  # the usual case, an append-only conversation: one C-level compare
+            limit = min(known, len(messages))
             while shared < limit and (
                 entry.messages[shared] is messages[shared]
                 or entry.messages[shared] == messages[shared]
             ):
                 shared += 1
+        if check is not None:
+            check(shared)
         digests = list(entry.digests[:shared]) if entry else []
         chain = list(entry.chain[:shared]) if entry else []
         current = chain[-1] if chain else ""

@@ -127,7 +127,8 @@ class ContextEngine:
         credential; nothing is ever found across namespaces.
         """
         namespace = self.namespace if namespace is None else namespace
-        raw = validate_messages(list(messages) if not isinstance(messages, list) else messages)
+        raw = list(messages) if not isinstance(messages, list) else messages
+        validate_messages(raw[:2])  # the cache's key is made from these
         request = request or {}
         budget = resolve_budget(
             self.config, model, requested_output=requested_output_tokens(request)
@@ -135,7 +136,10 @@ class ContextEngine:
         counter = make_counter(
             model, tokenizer=self.config.tokenizer, encoding_overrides=self.config.encodings
         )
-        digests, chain = self._chains.digests_and_chain(raw)
+        # Only what is new since this conversation was last seen is validated and hashed.
+        digests, chain = self._chains.digests_and_chain(
+            raw, check=lambda start: validate_messages(raw, start=start)
+        )
         session_key = session or self._derive_session(raw, chain)
         checkpoint = self._find_checkpoint(namespace, session_key, chain)
         view = self._view(raw, digests, checkpoint, counter)

@@ -167,18 +167,23 @@ def group_units(messages: Sequence[Mapping[str, Any]]) -> list[Unit]:
     return units
 
 
-def validate_messages(messages: Any, *, field: str = "messages") -> list[Message]:
+def validate_messages(
+    messages: Any, *, field: str = "messages", start: int = 0
+) -> list[Message]:
     """Check ``messages`` has the shape any Chat Completions upstream requires.
 
     Returns the same list (not a copy). Raises ``InvalidConversation`` with ``param`` naming the
     first offending field: messages not a list, a message not an object or without a known role,
     content of the wrong type, malformed ``tool_calls``, a tool message without ``tool_call_id``.
+    Each message is checked on its own, so ``start`` skips a prefix already known to be valid
+    (error positions stay absolute).
     """
     if not isinstance(messages, list):
         raise InvalidConversation(f"'{field}' must be a list of message objects", param=field)
     if not messages:
         raise InvalidConversation(f"'{field}' must contain at least one message", param=field)
-    for index, message in enumerate(messages):
+    for index in range(start, len(messages)):
+        message = messages[index]
         where = f"{field}[{index}]"
         if not isinstance(message, dict):
             raise InvalidConversation(f"'{where}' must be an object", param=where)

@@ -6,6 +6,7 @@ the tests and the benchmarks: a real server on a real socket, started and stoppe
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 import time
@@ -30,6 +31,20 @@ def check_tokenizers() -> None:
         load_encoding(name)
 
 
+def tune_gc_for_serving() -> None:
+    """Tune the garbage collector of a process that only serves the proxy.
+
+    Each request parses a conversation into thousands of containers, and the caches keep recent
+    ones alive, so the default thresholds run full collections over a large heap every few
+    requests: about a millisecond per 100k-token request. Objects alive at start (modules,
+    encodings, schemas) are frozen out of collection, and young collections run less often.
+    Only ``serve`` calls this; a library user's process is left alone.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 def serve(settings: Settings) -> None:
     """Serve the proxy on ``settings.host:settings.port`` until interrupted."""
     from ..logs import configure_logging
@@ -37,6 +52,7 @@ def serve(settings: Settings) -> None:
     log_config = configure_logging(settings.log_format, settings.log_level)
     check_tokenizers()
     app = create_app(settings)
+    tune_gc_for_serving()
     uvicorn.run(
         app,
         host=settings.host,
