@@ -634,8 +634,16 @@ def test_other_v1_routes_pass_through(upstream: TestUpstream, start_proxy: Proxy
     assert [m.id for m in c.models.list()] == [
         m.id for m in openai.OpenAI(base_url=upstream.base_url, api_key="x").models.list()
     ]
+    listed = [r for r in upstream.requests if r.path.endswith("/models")]
+    assert listed and "transfer-encoding" not in listed[-1].headers, "a GET carries no body"
     embedding = c.embeddings.create(model="text-embedding-3-small", input="hello")
     assert embedding.data and embedding.data[0].embedding
+    sent = [r for r in upstream.requests if r.path.endswith("/embeddings")][-1]
+    assert sent.body == {
+        "model": "text-embedding-3-small",
+        "input": "hello",
+        "encoding_format": "base64",
+    }
     missing = httpx2.get(f"{proxy.base_url}/no/such/route")
     direct = httpx2.get(f"{upstream.base_url}/no/such/route")
     assert missing.status_code == direct.status_code

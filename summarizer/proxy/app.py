@@ -77,10 +77,13 @@ async def passthrough(request: Request) -> Response:
     """Any other ``/v1`` route: forwarded as is, the answer relayed as it arrives."""
     state: ProxyState = request.app.state.proxy
     path = request.url.path.removeprefix("/v1")
+    has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
     upstream_request = state.http.build_request(
         request.method,
         state.upstream_url(path, request.url.query),
-        content=request.stream(),
+        # A body is streamed through as it arrives; a request without one is sent without one
+        # (not as an empty chunked body, which some servers refuse on GET).
+        content=request.stream() if has_body else None,
         headers=state.forward_headers(request.headers),
     )
     try:
