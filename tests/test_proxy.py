@@ -681,6 +681,13 @@ def test_unknown_models_are_forwarded_unmanaged_with_a_warning(
     assert raw.headers["x-summarizer-compacted"] == "false"
     assert "mystery-model-9" in raw.headers["x-summarizer-warning"]
     assert chat_requests(upstream)[-1].body["model"] == "mystery-model-9"
+    # A model name that is not printable ASCII still gets a valid header.
+    raw = client(proxy).chat.completions.with_raw_response.create(
+        model="modèle-☃", messages=[{"role": "user", "content": "hi"}]
+    )
+    raw.parse()
+    assert raw.headers["x-summarizer-warning"].isascii()
+    assert chat_requests(upstream)[-1].body["model"] == "modèle-☃"
 
 
 def test_upstream_key_replaces_the_client_credential_and_no_key_leaks(

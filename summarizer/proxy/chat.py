@@ -20,7 +20,13 @@ import httpx2
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..errors import BudgetExceeded, ConfigurationError, InvalidConversation, SummarizerError
+from ..errors import (
+    BudgetExceeded,
+    ConfigurationError,
+    InvalidConversation,
+    SummarizerError,
+    TokenizerUnavailable,
+)
 from ..results import PrepareResult, Trigger
 from ..upstream import says_context_length_exceeded
 from . import sse
@@ -32,6 +38,7 @@ from .state import ProxyState
 logger = logging.getLogger("summarizer.proxy")
 
 _CHAT_PATH = "/chat/completions"
+_MAX_WARNED_MODELS = 1000  # model names come from clients: bound what is remembered
 
 
 class BodyTooLarge(Exception):
@@ -164,7 +171,7 @@ class ChatHandler:
             result = self.state.context.unchanged(self.chat.body["messages"], **self.chat.args())
         except InvalidConversation as exc:
             return error_response(400, str(exc), param=exc.param, code="invalid_value")
-        except ConfigurationError as exc:
+        except (ConfigurationError, TokenizerUnavailable) as exc:
             self._unmanaged(exc)
             return None
         if result is not None:
@@ -172,12 +179,18 @@ class ChatHandler:
         return result
 
     def _unmanaged(self, exc: SummarizerError) -> None:
-        """Forward without context management (e.g. a model whose window is unknown)."""
+        """Forward without context management (e.g. a model whose window is unknown).
+
+        Never silent: a warning header on the response, a metric, and a log line per model.
+        """
         self.state.metrics.unmanaged.labels(type(exc).__name__).inc()
-        if self.chat.model not in self.state.warned_models:
-            self.state.warned_models.add(self.chat.model)
-            logger.warning("forwarding %s requests unmanaged: %s", self.chat.model, exc)
-        self.warning = str(exc).replace("\n", " ")[:300]
+        warned = self.state.warned_models
+        if self.chat.model not in warned and len(warned) < _MAX_WARNED_MODELS:
+            warned.add(self.chat.model)
+            logger.warning("forwarding %r requests unmanaged: %s", self.chat.model, exc)
+        # Header values must be printable ASCII; the message may quote client input.
+        text = " ".join(str(exc).split())[:300]
+        self.warning = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
 
     async def compact(self, force: Trigger | None = None) -> Response | None:
         """Compact (waiting for the session's lock); an error response if it cannot fit."""
@@ -193,7 +206,7 @@ class ChatHandler:
             return error_response(400, str(exc), param="messages", code="context_length_exceeded")
         except InvalidConversation as exc:
             return error_response(400, str(exc), param=exc.param, code="invalid_value")
-        except ConfigurationError as exc:
+        except (ConfigurationError, TokenizerUnavailable) as exc:
             self._unmanaged(exc)
         finally:
             self._resume()
