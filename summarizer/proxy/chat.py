@@ -374,7 +374,19 @@ class ChatHandler:
         while not task.done():
             yield sse.comment("summarizer: compacting the conversation")
             await asyncio.wait({task}, timeout=interval)
-        failed = task.result()
+        try:
+            failed = task.result()
+        except Exception:
+            # The 200 is already sent: the failure becomes an error event the SDKs raise on.
+            logger.exception("compaction failed while a stream was held open")
+            yield sse.data_event(
+                error_payload(
+                    "The summarizer proxy failed to handle this request.",
+                    type="server_error",
+                    code="internal_error",
+                )
+            )
+            return
         if failed is not None:
             yield sse.data_event(json.loads(bytes(failed.body)))
             return
