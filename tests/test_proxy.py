@@ -594,16 +594,16 @@ def test_an_unreachable_upstream_gets_502_and_the_server_keeps_serving(
         assert httpx2.get(proxy.base_url.replace("/v1", "/healthz")).status_code == 200
 
 
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("status", [429, 500, 503])
 def test_upstream_errors_pass_through_with_status_and_body(
-    upstream: TestUpstream, start_proxy: ProxyFactory, status: int
+    upstream: TestUpstream, start_proxy: ProxyFactory, status: int, stream: bool
 ) -> None:
     proxy = start_proxy()
     body = {"error": {"message": f"boom {status}", "type": "x", "param": None, "code": "y"}}
     upstream.inject(Fault(kind="status", status=status, body=body, retry_after=2))
-    response = _post(
-        proxy, json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "x"}]}).encode()
-    )
+    request = {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "stream": stream}
+    response = _post(proxy, json.dumps(request).encode())
     assert response.status_code == status
     assert response.json() == body
     assert response.headers.get("retry-after") == "2"
