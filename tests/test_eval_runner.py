@@ -100,7 +100,7 @@ def test_offline_strategies_on_the_shipped_dataset_write_the_four_outputs(tmp_pa
     assert {"masking", "truncate", "ledger-only"} <= labels
     assert len(report["cases"]) == len(rows)
     markdown = (out / "report.md").read_text()
-    assert "| strategy | cases | errors | within budget | gold recall |" in markdown
+    assert "| strategy | cases | errors | infeasible | within budget | gold recall |" in markdown
     assert "## Missed gold facts by kind" in markdown
     page = (out / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 2
@@ -357,3 +357,20 @@ def test_the_html_report_escapes_everything_from_the_data() -> None:
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
     markdown = render_markdown([row], config=config, prices=default_prices())
     assert "given:a\\|b<i>" in markdown  # a pipe cannot break the table
+
+
+def test_a_budget_the_strategy_cannot_meet_is_infeasible_and_not_retried(tmp_path: Path) -> None:
+    dataset = small_dataset(tmp_path, count=1)
+    out = tmp_path / "run"
+    first = invoke(dataset, "--out", out, "-s", "ledger-only", "--budget", "0.02", "--no-progress")
+    assert first.exit_code == 0, first.output
+    (row,) = rows_of(out)
+    assert row.status == "infeasible"
+    assert row.met_budget is False
+    assert row.error and "must be kept" in row.error
+    report = json.loads((out / "report.json").read_text())
+    (strategy,) = report["strategies"]
+    assert strategy["infeasible"] == 1 and strategy["errors"] == 0
+    again = invoke(dataset, "--out", out, "-s", "ledger-only", "--budget", "0.02", "--no-progress")
+    assert again.exit_code == 0, again.output
+    assert "0 rows computed, 1 already done" in again.output

@@ -151,9 +151,11 @@ def eval_command(
     from .report import markdown_table, strategy_table
 
     typer.echo(markdown_table(strategy_table(aggregate(outcome.rows, load_prices(prices)))))
+    infeasible = sum(1 for row in outcome.rows if row.status == "infeasible")
     typer.echo(
         f"\n{outcome.computed} rows computed, {outcome.skipped} already done, "
-        f"{outcome.errors} errors, {outcome.elapsed_s:.1f} s; reports in {out}"
+        f"{outcome.errors} errors, {infeasible} infeasible at this budget, "
+        f"{outcome.elapsed_s:.1f} s; reports in {out}"
     )
     if outcome.errors:
         typer.echo(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..dataset import Case
-from ..errors import SummarizerError
+from ..errors import BudgetExceeded, SummarizerError
 from ..prompts import DEFAULT_VERSION
 from ..tokens import make_counter
 from .compaction import CompactionInput, Strategy, SummaryClient, request_tokens
@@ -129,6 +129,15 @@ class Evaluator:
                     context_window=settings.context_window,
                     prompt_version=settings.prompt_version,
                 )
+            )
+        except BudgetExceeded as exc:
+            return row.model_copy(
+                update={
+                    "status": "infeasible",
+                    "error": str(exc),
+                    "met_budget": False,
+                    "latency_s": time.monotonic() - started,
+                }
             )
         except (SummarizerError, ValueError) as exc:
             return row.model_copy(

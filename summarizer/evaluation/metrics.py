@@ -155,6 +155,8 @@ class StrategyAggregate(BaseModel):
     """The strategy name, or ``given:<name>`` for a given summary."""
     rows: int
     errors: int
+    infeasible: int = 0
+    """Rows where what the strategy must keep does not fit the budget."""
     met_budget: int
     """Rows whose compacted context fits the budget."""
     gold_recall: float | None
@@ -201,7 +203,8 @@ def aggregate(
             StrategyAggregate(
                 label=label,
                 rows=len(group),
-                errors=len(group) - len(ok),
+                errors=sum(1 for row in group if row.status == "error"),
+                infeasible=sum(1 for row in group if row.status == "infeasible"),
                 met_budget=sum(1 for row in ok if row.met_budget),
                 gold_recall=mean(row.gold.recall if row.gold else None for row in ok),
                 extracted_recall=mean(

@@ -75,8 +75,10 @@ class ResultRow(BaseModel):
     strategy: str
     variant: str | None = None
     """The given summary's name for ``given``; None otherwise."""
-    status: Literal["ok", "error"]
-    """``error`` rows are recomputed by the next run into the same directory."""
+    status: Literal["ok", "error", "infeasible"]
+    """``error`` rows (a failed model call, say) are recomputed by the next run into the same
+    directory; ``infeasible`` rows (what the strategy must keep does not fit the budget: the
+    same on every run) are not."""
     error: str | None = None
     agent_model: str
     """The model whose tokenizer counted, and that the next request is priced for."""

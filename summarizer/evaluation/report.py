@@ -104,6 +104,7 @@ def strategy_table(aggregates: Sequence[StrategyAggregate]) -> Table:
         "strategy",
         "cases",
         "errors",
+        "infeasible",
         "within budget",
         "gold recall",
         "extracted recall",
@@ -117,12 +118,12 @@ def strategy_table(aggregates: Sequence[StrategyAggregate]) -> Table:
         headers += ["probe accuracy", "full-context accuracy", "gap"]
     lines = []
     for a in aggregates:
-        ok = a.rows - a.errors
         line = [
             a.label,
             str(a.rows),
             str(a.errors),
-            f"{a.met_budget}/{ok}",
+            str(a.infeasible),
+            f"{a.met_budget}/{a.rows}",
             _pct(a.gold_recall),
             _pct(a.extracted_recall),
             _num(a.compression_ratio, 3),
@@ -156,8 +157,8 @@ def case_table(rows: Sequence[ResultRow]) -> Table:
     lines = []
     for r in rows:
         missed = ", ".join(m.id or m.text for m in r.gold.missed) if r.gold else ""
-        if r.status == "error":
-            status = f"error: {r.error}"
+        if r.status in ("error", "infeasible"):
+            status = f"{r.status}: {r.error}"
         else:
             status = "; ".join([*r.notes, *([f"failure: {r.failure}"] if r.failure else [])])
         lines.append(

@@ -3,9 +3,9 @@
 An output directory holds one run: ``run.json`` (the ``RunConfig`` rows depend on),
 ``results.jsonl`` (one ``ResultRow`` per case, strategy and variant, appended and flushed as each
 finishes, so an interrupted run loses only the rows in flight) and the reports written at the end.
-Running again into the same directory skips every row already there with status ``ok`` and
-recomputes the ones that errored; a directory whose ``run.json`` differs from this run's is
-refused rather than mixed.
+Running again into the same directory skips every row already there with status ``ok`` or
+``infeasible`` and recomputes the ones that errored; a directory whose ``run.json`` differs from
+this run's is refused rather than mixed.
 
 Rows are computed by ``evaluate.Evaluator`` on a thread pool of ``concurrency`` workers; model
 calls go through one ``upstream.OpenAISummaryClient`` (tenacity retries, the SDK's own off)
@@ -277,7 +277,7 @@ def run_eval(
     results_path = settings.out / RESULTS_FILE
     existing = read_rows(results_path)
     jobs = plan_jobs(selected, strategies)
-    pending = [j for j in jobs if (r := existing.get(j.key)) is None or r.status != "ok"]
+    pending = [j for j in jobs if (r := existing.get(j.key)) is None or r.status == "error"]
     evaluator = Evaluator(
         RowSettings(
             budget=settings.budget,
