@@ -156,3 +156,11 @@ def finish(
 def unchanged(job: CompactionInput) -> Compaction:
     """The case as it is (it already fits its budget)."""
     return finish(job, list(job.case.messages), notes=["within_budget"])
+
+
+class OneRowPerCase:
+    """Base of the strategies that make one row per case (every one but ``given``)."""
+
+    def variants(self, case: Case) -> list[str | None]:
+        """One row per case."""
+        return [None]

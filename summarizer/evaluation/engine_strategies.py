@@ -31,7 +31,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config import CompactionConfig
-from ..dataset import Case
 from ..engine import ContextEngine, drive_sync
 from ..messages import message_text
 from ..prompts import load_prompt, render_prompt
@@ -39,7 +38,7 @@ from ..results import PrepareResult, SummarizeCall, SummaryOutcome
 from ..stores import MemoryStore
 from ..summary_request import cut_at_sentence, summary_instruction, summary_message, summary_problem
 from ..tokens import TokenCounter
-from .compaction import Compaction, CompactionInput, SummaryClient, finish, unchanged
+from .compaction import Compaction, CompactionInput, OneRowPerCase, SummaryClient, finish, unchanged
 from .records import ModelCall
 
 LEDGER_ONLY_REASON = "ledger-only strategy: no model was asked"
@@ -169,7 +168,7 @@ def _notes(result: PrepareResult) -> list[str]:
     return list(result.event.degraded) if result.event is not None else []
 
 
-class SelfSummary:
+class SelfSummary(OneRowPerCase):
     """``self-summary`` / ``self-summary-no-ledger``: production's compaction, model included."""
 
     needs_model = True
@@ -177,10 +176,6 @@ class SelfSummary:
     def __init__(self, *, ledger: bool = True) -> None:
         self.ledger = ledger
         self.name = "self-summary" if ledger else "self-summary-no-ledger"
-
-    def variants(self, case: Case) -> list[str | None]:
-        """One row per case."""
-        return [None]
 
     def compact(self, job: CompactionInput) -> Compaction:
         """Force one compaction through the engine, the summary written by ``job.client``."""
@@ -207,15 +202,11 @@ class SelfSummary:
         )
 
 
-class LedgerOnly:
+class LedgerOnly(OneRowPerCase):
     """``ledger-only``: the engine's mechanical fallback, no model asked."""
 
     name = "ledger-only"
     needs_model = False
-
-    def variants(self, case: Case) -> list[str | None]:
-        """One row per case."""
-        return [None]
 
     def compact(self, job: CompactionInput) -> Compaction:
         """The span replaced by the fallback text and the fact ledger, in the summary frame."""
@@ -266,15 +257,11 @@ def from_scratch_request(
     }
 
 
-class FromScratch:
+class FromScratch(OneRowPerCase):
     """``from-scratch``: a separate summarizer prompt over the span self-summary replaces."""
 
     name = "from-scratch"
     needs_model = True
-
-    def variants(self, case: Case) -> list[str | None]:
-        """One row per case."""
-        return [None]
 
     def compact(self, job: CompactionInput) -> Compaction:
         """Plan with the engine, summarize the span from scratch, put the summary in its place."""

@@ -24,7 +24,14 @@ from ..messages import Message, group_units, leading_instructions
 from ..prompts import render_prompt
 from ..summary_request import summary_message
 from ..tokens import TokenCounter
-from .compaction import Compaction, CompactionInput, finish, request_tokens, unchanged
+from .compaction import (
+    Compaction,
+    CompactionInput,
+    OneRowPerCase,
+    finish,
+    request_tokens,
+    unchanged,
+)
 
 TOOL_ROLES = frozenset({"tool", "function"})
 
@@ -105,15 +112,11 @@ def mask_tool_outputs(
     return out
 
 
-class Truncate:
+class Truncate(OneRowPerCase):
     """``truncate``: drop the oldest units until the request fits."""
 
     name = "truncate"
     needs_model = False
-
-    def variants(self, case: Case) -> list[str | None]:
-        """One row per case."""
-        return [None]
 
     def compact(self, job: CompactionInput) -> Compaction:
         """Drop the oldest droppable units of ``job.case`` until it fits."""
@@ -128,15 +131,11 @@ class Truncate:
         return finish(job, kept, notes=[f"dropped_units={dropped}"])
 
 
-class Masking:
+class Masking(OneRowPerCase):
     """``masking``: placeholders for tool outputs older than the last M turns, M largest."""
 
     name = "masking"
     needs_model = False
-
-    def variants(self, case: Case) -> list[str | None]:
-        """One row per case."""
-        return [None]
 
     def compact(self, job: CompactionInput) -> Compaction:
         """Mask with the largest M that fits; drop the oldest units when even M = 0 does not."""

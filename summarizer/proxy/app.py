@@ -88,22 +88,8 @@ async def passthrough(request: Request) -> Response:
     )
     try:
         response = await state.http.send(upstream_request, stream=True)
-    except httpx2.TimeoutException:
-        state.metrics.upstream_errors.labels("timeout").inc()
-        return error_response(
-            504,
-            f"The upstream {state.upstream_host} did not answer in time.",
-            type="upstream_error",
-            code="upstream_timeout",
-        )
     except httpx2.TransportError as exc:
-        state.metrics.upstream_errors.labels("unreachable").inc()
-        return error_response(
-            502,
-            f"Could not reach the upstream {state.upstream_host}: {type(exc).__name__}.",
-            type="upstream_error",
-            code="upstream_unreachable",
-        )
+        return state.upstream_failure(exc)
     if response.status_code >= 400:
         state.metrics.upstream_errors.labels(str(response.status_code)).inc()
     return StreamingResponse(

@@ -251,22 +251,8 @@ class ChatHandler:
         self._pause()
         try:
             return await state.http.send(request, stream=True)
-        except httpx2.TimeoutException:
-            state.metrics.upstream_errors.labels("timeout").inc()
-            return error_response(
-                504,
-                f"The upstream {state.upstream_host} did not answer in time.",
-                type="upstream_error",
-                code="upstream_timeout",
-            )
         except httpx2.TransportError as exc:
-            state.metrics.upstream_errors.labels("unreachable").inc()
-            return error_response(
-                502,
-                f"Could not reach the upstream {state.upstream_host}: {type(exc).__name__}.",
-                type="upstream_error",
-                code="upstream_unreachable",
-            )
+            return state.upstream_failure(exc)
         finally:
             self._resume()
 

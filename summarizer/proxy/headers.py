@@ -32,6 +32,16 @@ SESSION_HEADER = "x-summarizer-session"
 ANONYMOUS = "anonymous"
 
 
+def _connection_scoped(pairs: list[tuple[str, str]]) -> set[str]:
+    """The headers a ``Connection`` header names: scoped to this hop too (RFC 9110 §7.6.1)."""
+    return {
+        token.strip().lower()
+        for name, value in pairs
+        if name == "connection"
+        for token in value.split(",")
+    }
+
+
 def request_headers(
     headers: Iterable[tuple[str, str]],
     *,
@@ -45,13 +55,7 @@ def request_headers(
     headers are replaced by ``Authorization: Bearer <key>``.
     """
     pairs = [(name.lower(), value) for name, value in headers]
-    named = {
-        token.strip().lower()
-        for name, value in pairs
-        if name == "connection"
-        for token in value.split(",")
-    }
-    skip = _NOT_FORWARDED | named | {d.lower() for d in drop}
+    skip = _NOT_FORWARDED | _connection_scoped(pairs) | {d.lower() for d in drop}
     if upstream_api_key is not None:
         skip |= set(CREDENTIAL_HEADERS)
     out = [
@@ -67,13 +71,7 @@ def request_headers(
 def response_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The upstream's response headers to relay (hop-by-hop and length dropped)."""
     pairs = [(name.lower(), value) for name, value in headers]
-    named = {
-        token.strip().lower()
-        for name, value in pairs
-        if name == "connection"
-        for token in value.split(",")
-    }
-    skip = _NOT_FORWARDED | named
+    skip = _NOT_FORWARDED | _connection_scoped(pairs)
     return [(name, value) for name, value in pairs if name not in skip]
 
 

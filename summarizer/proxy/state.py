@@ -13,12 +13,14 @@ from urllib.parse import urlsplit
 
 import httpx2
 import openai
+from starlette.responses import Response
 
 from ..library import ContextManager
 from ..results import CompactionEvent, SummarizeCall, SummaryOutcome
 from ..settings import Settings
 from ..stores import Store, open_store
 from ..upstream import AsyncOpenAISummaryClient
+from .errors import error_response
 from .headers import request_headers
 from .metrics import ProxyMetrics
 
@@ -90,6 +92,24 @@ class ProxyState:
             headers.items(),
             upstream_api_key=key.get_secret_value() if key is not None else None,
             drop=drop,
+        )
+
+    def upstream_failure(self, exc: httpx2.TransportError) -> Response:
+        """The 504 (timeout) or 502 (anything else) for an upstream that gave no answer."""
+        if isinstance(exc, httpx2.TimeoutException):
+            self.metrics.upstream_errors.labels("timeout").inc()
+            return error_response(
+                504,
+                f"The upstream {self.upstream_host} did not answer in time.",
+                type="upstream_error",
+                code="upstream_timeout",
+            )
+        self.metrics.upstream_errors.labels("unreachable").inc()
+        return error_response(
+            502,
+            f"Could not reach the upstream {self.upstream_host}: {type(exc).__name__}.",
+            type="upstream_error",
+            code="upstream_unreachable",
         )
 
     def summarizer_for(self, headers: Mapping[str, str]) -> Callable[[SummarizeCall], Any]:
