@@ -594,6 +594,17 @@ def test_an_unreachable_upstream_gets_502_and_the_server_keeps_serving(
         assert httpx2.get(proxy.base_url.replace("/v1", "/healthz")).status_code == 200
 
 
+def test_an_upstream_that_does_not_answer_in_time_gets_504(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy(upstream_timeout=0.3)
+    upstream.inject(Fault(kind="delay", seconds=1.5))
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "x"}]})
+    response = _post(proxy, body.encode())
+    _assert_error(response, 504)
+    assert response.json()["error"]["code"] == "upstream_timeout"
+
+
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("status", [429, 500, 503])
 def test_upstream_errors_pass_through_with_status_and_body(
