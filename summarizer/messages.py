@@ -167,9 +167,7 @@ def group_units(messages: Sequence[Mapping[str, Any]]) -> list[Unit]:
     return units
 
 
-def validate_messages(
-    messages: Any, *, field: str = "messages", start: int = 0
-) -> list[Message]:
+def validate_messages(messages: Any, *, field: str = "messages", start: int = 0) -> list[Message]:
     """Check ``messages`` has the shape any Chat Completions upstream requires.
 
     Returns the same list (not a copy). Raises ``InvalidConversation`` with ``param`` naming the
