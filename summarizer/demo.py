@@ -87,11 +87,13 @@ def _agent_client(
     lookup (proxy only)."""
     if via == "library":
         raw_client = openai.OpenAI(base_url=upstream.base_url, api_key="demo-key", max_retries=0)
+        wrapped = wrap(raw_client, context_window=context_window, on_compaction=record, **config)
+
+        def create_wrapped(**kwargs: Any) -> tuple[Any, str | None]:
+            return wrapped.chat.completions.create(**kwargs), None
+
         try:
-            yield (
-                wrap(raw_client, context_window=context_window, on_compaction=record, **config),
-                (lambda session: None),
-            )
+            yield create_wrapped, lambda session: None
         finally:
             raw_client.close()
         return

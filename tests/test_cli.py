@@ -63,3 +63,19 @@ def test_demo_runs_end_to_end_as_a_console_script() -> None:
     stored = re.search(r"checkpoints at GET /v1/summarizer/sessions/\{id\}\s+(\d+)", result.stdout)
     compactions = re.search(r"\ncompactions\s+(\d+)", result.stdout)
     assert stored and compactions and stored.group(1) == compactions.group(1)
+
+
+def test_demo_runs_through_wrap_with_via_library() -> None:
+    result = runner.invoke(
+        app, ["demo", "--via", "library", "--turns", "30", "--context-window", "8000"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "through wrap()" in result.output
+    assert "checkpoints at GET" not in result.output  # no proxy, no sessions endpoint
+    assert re.search(r"planted facts still in context\s+5/5", result.output)
+
+
+def test_demo_refuses_an_unknown_path() -> None:
+    result = runner.invoke(app, ["demo", "--via", "carrier-pigeon"])
+    assert result.exit_code == 2
+    assert "--via must be" in result.output

@@ -22,7 +22,7 @@ MODEL = "gpt-4o-mini"
 
 
 def test_a_100_turn_tool_session_stays_inside_a_16k_window() -> None:
-    stats = run_coding_session(turns=110, context_window=16_000, model=MODEL)
+    stats = run_coding_session(turns=110, context_window=16_000, model=MODEL, via="library")
     # Every request reached the model inside its window (the upstream rejects anything over).
     assert stats.agent_requests == 111
     assert stats.largest_prompt_tokens + 1_000 <= 16_000
