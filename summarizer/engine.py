@@ -380,6 +380,14 @@ class ContextEngine:
         end = summary_request_end(
             located.view, plan, fixed_tokens=located.fixed_tokens, room_tokens=room
         )
+        if plan.span and end <= max(plan.span):
+            logger.warning(
+                "session %s: the span to summarize does not fit the window; the summary covers "
+                "its first %d of %d messages, the fact ledger the rest",
+                located.session,
+                end,
+                max(plan.span) + 1,
+            )
         prefix = [item.message for item in located.view[:end]]
         cap_key = "max_tokens" if "max_tokens" in located.request else "max_completion_tokens"
         model = config.summary_model or located.model

@@ -284,14 +284,17 @@ def summary_request_end(
 
     The whole view when it fits in ``room_tokens``; otherwise the longest unit-aligned prefix
     that still covers the span (a prefix of the last request, so the provider's cache still
-    serves it).
+    serves it). When even the span does not fit (a conversation that arrived already over the
+    window), the longest unit-aligned prefix that fits: the model summarizes what it can see,
+    and the rest of the span survives only in the fact ledger. ``room_tokens == 0`` means the
+    room is unknown: the prefix that covers the span, nothing more.
     """
     total = fixed_tokens + sum(item.tokens for item in view)
     if total <= room_tokens:
         return len(view)
     units = group_units([item.message for item in view])
     must_cover = (max(plan.span) + 1) if plan.span else 0
-    end = 0
+    end = fits = 0
     size = fixed_tokens
     for unit in units:
         cost = sum(view[i].tokens for i in unit.indices)
@@ -299,4 +302,8 @@ def summary_request_end(
             break
         size += cost
         end = unit.end
+        if size <= room_tokens:
+            fits = end
+    if room_tokens > 0 and size > room_tokens and fits > 0:
+        return fits
     return end

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from summarizer.config import PinRule
 from summarizer.errors import BudgetExceeded
 from summarizer.messages import group_units, message_text
-from summarizer.planner import ViewItem, plan_compaction
+from summarizer.planner import ViewItem, plan_compaction, summary_request_end
 
 from .conftest import tool_turn
 
@@ -207,3 +207,42 @@ def test_plans_never_split_units_and_keep_what_must_be_kept(
     for i, replaced in result.overrides.items():
         assert messages[i]["role"] == "tool"
         assert replaced["tool_call_id"] == messages[i]["tool_call_id"]
+
+
+def test_summary_request_carries_the_whole_view_when_it_fits() -> None:
+    messages = long_session()
+    result = plan(messages)
+    view = view_of(messages)
+    assert summary_request_end(view, result, fixed_tokens=3, room_tokens=10_000) == len(view)
+
+
+def test_summary_request_covers_the_span_and_what_else_fits() -> None:
+    messages = long_session()
+    result = plan(messages)
+    view = view_of(messages)
+    span_end = max(result.span) + 1
+    covering = 3 + sum(item.tokens for item in view[:span_end])
+    end = summary_request_end(view, result, fixed_tokens=3, room_tokens=covering + 10)
+    assert span_end <= end < len(view)
+    assert end in {u.end for u in group_units(messages)}
+
+
+def test_summary_request_of_a_span_over_the_room_is_the_longest_prefix_that_fits() -> None:
+    messages = long_session()
+    result = plan(messages)
+    view = view_of(messages)
+    room = 200  # far less than the span
+    end = summary_request_end(view, result, fixed_tokens=3, room_tokens=room)
+    assert 0 < end <= max(result.span)
+    assert end in {u.end for u in group_units(messages)}, "never splits a tool exchange"
+    assert 3 + sum(item.tokens for item in view[:end]) <= room
+    next_unit = next(u for u in group_units(messages) if u.start == end)
+    assert 3 + sum(item.tokens for item in view[: next_unit.end]) > room
+
+
+def test_summary_request_with_unknown_room_covers_exactly_what_the_span_needs() -> None:
+    messages = long_session()
+    result = plan(messages)
+    view = view_of(messages)
+    end = summary_request_end(view, result, fixed_tokens=3, room_tokens=0)
+    assert end == max(result.span) + 1

@@ -133,6 +133,28 @@ def test_a_long_tool_session_through_the_proxy_compacts_and_stays_inside_the_win
     assert stats.stored_checkpoints == stats.compactions
 
 
+def test_a_conversation_arriving_over_the_window_gets_a_model_summary_not_a_fallback(
+    upstream: TestUpstream, start_proxy: ProxyFactory, tmp_path: Path
+) -> None:
+    proxy = start_proxy()
+    messages = long_history(16)  # about 27k tokens for a 16k window
+    raw = client(proxy).chat.completions.with_raw_response.create(
+        model=MODEL, messages=messages, tools=TOOLS
+    )
+    raw.parse()
+    assert raw.headers["x-summarizer-compacted"] == "true"
+    summary_calls = chat_requests(upstream, summary=True)
+    assert [r.status for r in summary_calls] == [200]
+    assert summary_calls[0].prompt_tokens + 2_000 <= 16_000, "the summary request fits"
+    assert chat_requests(upstream, summary=False)[-1].prompt_tokens <= 16_000
+    session = raw.headers["x-summarizer-session"]
+    found = client(proxy).get(f"/summarizer/sessions/{session}", cast_to=object)
+    assert isinstance(found, dict)
+    (checkpoint,) = found["checkpoints"]
+    assert checkpoint["failure"] is None
+    assert "could not summarize" not in checkpoint["summary"]
+
+
 def test_plain_request_is_forwarded_byte_for_byte_with_summarizer_headers(
     upstream: TestUpstream, start_proxy: ProxyFactory
 ) -> None:

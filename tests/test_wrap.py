@@ -93,12 +93,16 @@ def test_restart_with_sqlite_rewrites_the_same_conversation_identically(tmp_path
         first = ContextManager(client=raw, context_window=8_000, store=str(db))
         client = summarizer.wrap(raw, context_window=8_000, store=str(db))
         history = _drive(client, session, turns=25, max_completion_tokens=500)
-        before = first.prepare(history, model=MODEL, tools=session.tools)
+        # Exactly the agent's last request: the history before the last reply, same reply cap.
+        last_reply = max(i for i, m in enumerate(history) if m["role"] == "assistant")
+        history = history[:last_reply]
+        request = {"max_completion_tokens": 500}
+        before = first.prepare(history, model=MODEL, tools=session.tools, request=request)
         assert before.rewritten and not before.compacted
         first.close()
         # A new process: nothing in memory, only the SQLite file.
         again = ContextManager(client=raw, context_window=8_000, store=str(db))
-        after = again.prepare(history, model=MODEL, tools=session.tools)
+        after = again.prepare(history, model=MODEL, tools=session.tools, request=request)
         assert after.checkpoint_id == before.checkpoint_id
         assert [canonical_json(m) for m in after.messages] == [
             canonical_json(m) for m in before.messages
