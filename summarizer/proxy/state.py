@@ -44,6 +44,7 @@ class ProxyState:
         self.settings = settings
         self.metrics = ProxyMetrics()
         self._on_compaction = on_compaction
+        self._owns_store = store is None
         self.store = store if store is not None else open_store(settings.db_path())
         self.context = ContextManager(
             store=self.store,
@@ -66,11 +67,12 @@ class ProxyState:
         )
 
     async def close(self) -> None:
-        """Close the connection pool and the store."""
+        """Close the connection pool, and the store unless the caller passed it in."""
         if self._http is not None:
             await self._http.aclose()
             self._http = None
-        self.store.close()
+        if self._owns_store:
+            self.store.close()
 
     @property
     def http(self) -> httpx2.AsyncClient:
