@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +22,34 @@ def tool_turn(call_id: str, name: str, args: str, output: str) -> list[dict[str,
         },
         {"role": "tool", "tool_call_id": call_id, "content": output},
     ]
+
+
+def message_from_stream(chunks: Iterable[Any]) -> dict[str, Any]:
+    """The assistant message a stream of ``chat.completion.chunk`` objects adds up to."""
+    content = ""
+    calls: dict[int, dict[str, str]] = {}
+    for chunk in chunks:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        for tc in delta.tool_calls or []:
+            entry = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+            entry["id"] = tc.id or entry["id"]
+            if tc.function:
+                entry["name"] += tc.function.name or ""
+                entry["arguments"] += tc.function.arguments or ""
+    message: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for c in calls.values()
+        ]
+    return message
 
 
 @pytest.fixture

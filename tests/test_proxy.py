@@ -31,6 +31,8 @@ from summarizer.testing import (
 )
 from summarizer.testing.scenario import CodingSession
 
+from .conftest import message_from_stream
+
 MODEL = "gpt-4o-mini"
 KEY_A = "sk-test-alpha-0123456789abcdef"
 KEY_B = "sk-test-bravo-0123456789abcdef"
@@ -794,31 +796,9 @@ def test_scripted_agent_session_runs_through_streaming_too(
             stream=True,
             max_completion_tokens=500,
         )
-        content = ""
-        calls: dict[int, dict[str, Any]] = {}
-        for chunk in stream:
-            if not chunk.choices:
-                continue
-            delta = chunk.choices[0].delta
-            content += delta.content or ""
-            for tc in delta.tool_calls or []:
-                entry = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
-                entry["id"] = tc.id or entry["id"]
-                if tc.function:
-                    entry["name"] += tc.function.name or ""
-                    entry["arguments"] += tc.function.arguments or ""
-        message: dict[str, Any] = {"role": "assistant", "content": content or None}
-        if calls:
-            message["tool_calls"] = [
-                {
-                    "id": c["id"],
-                    "type": "function",
-                    "function": {"name": c["name"], "arguments": c["arguments"]},
-                }
-                for c in calls.values()
-            ]
+        message = message_from_stream(stream)
         messages.append(message)
-        if not calls:
+        if "tool_calls" not in message:
             break
         for call in message["tool_calls"]:
             messages.append(

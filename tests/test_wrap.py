@@ -16,7 +16,7 @@ from summarizer.testing import Fault, Reply, ScriptedToolAgent, TestUpstream
 from summarizer.testing.responders import is_summary_request
 from summarizer.testing.scenario import CodingSession
 
-from .conftest import tool_turn
+from .conftest import message_from_stream, tool_turn
 
 MODEL = "gpt-4o-mini"
 
@@ -130,36 +130,19 @@ def test_streaming_calls_compact_and_hide_the_usage_chunk_unless_asked() -> None
                 stream=True,
                 max_completion_tokens=500,
             )
-            calls: dict[int, dict[str, Any]] = {}
             with stream:
                 chunks = list(stream)
             assert all(chunk.choices for chunk in chunks)  # usage-only chunk hidden
-            for chunk in chunks:
-                for delta in chunk.choices[0].delta.tool_calls or []:
-                    entry = calls.setdefault(delta.index, {"id": None, "name": "", "args": ""})
-                    entry["id"] = delta.id or entry["id"]
-                    entry["name"] += delta.function.name or "" if delta.function else ""
-                    entry["args"] += (delta.function.arguments or "") if delta.function else ""
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": c["id"],
-                            "type": "function",
-                            "function": {"name": c["name"], "arguments": c["args"]},
-                        }
-                        for c in calls.values()
-                    ],
-                }
-            )
-            for c in calls.values():
+            message = message_from_stream(chunks)
+            messages.append(message)
+            for call in message.get("tool_calls", []):
                 messages.append(
                     {
                         "role": "tool",
-                        "tool_call_id": c["id"],
-                        "content": session.execute(turn, c["name"], c["args"]),
+                        "tool_call_id": call["id"],
+                        "content": session.execute(
+                            turn, call["function"]["name"], call["function"]["arguments"]
+                        ),
                     }
                 )
         assert len(events) >= 2
