@@ -159,8 +159,22 @@ def unchanged(job: CompactionInput) -> Compaction:
 
 
 class OneRowPerCase:
-    """Base of the strategies that make one row per case (every one but ``given``)."""
+    """Base of the strategies that make one row per case (every one but ``given``).
+
+    A case already within its budget is left as it is; subclasses implement
+    ``compact_over_budget`` for the others.
+    """
 
     def variants(self, case: Case) -> list[str | None]:
         """One row per case."""
         return [None]
+
+    def compact(self, job: CompactionInput) -> Compaction:
+        """``job.case`` unchanged when it fits, else ``compact_over_budget``."""
+        if job.tokens_before <= job.budget_tokens:
+            return unchanged(job)
+        return self.compact_over_budget(job)
+
+    def compact_over_budget(self, job: CompactionInput) -> Compaction:
+        """Bring a case that is over its budget under it."""
+        raise NotImplementedError

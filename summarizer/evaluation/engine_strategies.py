@@ -38,7 +38,7 @@ from ..results import PrepareResult, SummarizeCall, SummaryOutcome
 from ..stores import MemoryStore
 from ..summary_request import cut_at_sentence, summary_instruction, summary_message, summary_problem
 from ..tokens import TokenCounter
-from .compaction import Compaction, CompactionInput, OneRowPerCase, SummaryClient, finish, unchanged
+from .compaction import Compaction, CompactionInput, OneRowPerCase, SummaryClient, finish
 from .records import ModelCall
 
 LEDGER_ONLY_REASON = "ledger-only strategy: no model was asked"
@@ -177,10 +177,8 @@ class SelfSummary(OneRowPerCase):
         self.ledger = ledger
         self.name = "self-summary" if ledger else "self-summary-no-ledger"
 
-    def compact(self, job: CompactionInput) -> Compaction:
+    def compact_over_budget(self, job: CompactionInput) -> Compaction:
         """Force one compaction through the engine, the summary written by ``job.client``."""
-        if job.tokens_before <= job.budget_tokens:
-            return unchanged(job)
         recorder = _Recorder(_require_client(job, self.name), job.counter)
         config = engine_config(
             job,
@@ -208,10 +206,8 @@ class LedgerOnly(OneRowPerCase):
     name = "ledger-only"
     needs_model = False
 
-    def compact(self, job: CompactionInput) -> Compaction:
+    def compact_over_budget(self, job: CompactionInput) -> Compaction:
         """The span replaced by the fallback text and the fact ledger, in the summary frame."""
-        if job.tokens_before <= job.budget_tokens:
-            return unchanged(job)
         widest = render_prompt(
             "fallback_summary",
             job.prompt_version,
@@ -263,10 +259,8 @@ class FromScratch(OneRowPerCase):
     name = "from-scratch"
     needs_model = True
 
-    def compact(self, job: CompactionInput) -> Compaction:
+    def compact_over_budget(self, job: CompactionInput) -> Compaction:
         """Plan with the engine, summarize the span from scratch, put the summary in its place."""
-        if job.tokens_before <= job.budget_tokens:
-            return unchanged(job)
         client = _require_client(job, self.name)
         config = engine_config(
             job,

@@ -30,7 +30,6 @@ from .compaction import (
     OneRowPerCase,
     finish,
     request_tokens,
-    unchanged,
 )
 
 TOOL_ROLES = frozenset({"tool", "function"})
@@ -118,10 +117,8 @@ class Truncate(OneRowPerCase):
     name = "truncate"
     needs_model = False
 
-    def compact(self, job: CompactionInput) -> Compaction:
+    def compact_over_budget(self, job: CompactionInput) -> Compaction:
         """Drop the oldest droppable units of ``job.case`` until it fits."""
-        if job.tokens_before <= job.budget_tokens:
-            return unchanged(job)
         kept, dropped = drop_oldest_units(
             job.case.messages,
             budget_tokens=job.budget_tokens,
@@ -137,10 +134,8 @@ class Masking(OneRowPerCase):
     name = "masking"
     needs_model = False
 
-    def compact(self, job: CompactionInput) -> Compaction:
+    def compact_over_budget(self, job: CompactionInput) -> Compaction:
         """Mask with the largest M that fits; drop the oldest units when even M = 0 does not."""
-        if job.tokens_before <= job.budget_tokens:
-            return unchanged(job)
         messages = job.case.messages
         version = job.prompt_version
 
