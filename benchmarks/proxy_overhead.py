@@ -14,22 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx2
 
 from summarizer.testing import Reply, TestUpstream
 from summarizer.tokens import make_counter
+
+from .processes import serve_process
 
 MODEL = "gpt-4o-mini"
 
@@ -113,45 +108,13 @@ def _timed(client: httpx2.Client, url: str, payload: bytes, stream: bool) -> flo
     return time.perf_counter() - started
 
 
-@contextmanager
-def serve_process(upstream: str, *, context_window: int) -> Iterator[str]:
-    """``summarizer serve`` in a subprocess on a free port; yields its base URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with tempfile.TemporaryDirectory() as folder:
-        command = [
-            sys.executable, "-m", "summarizer.cli", "serve",
-            "--upstream", upstream, "--port", str(port),
-            "--db", str(Path(folder) / "checkpoints.db"),
-            "--context-window", str(context_window), "--log-level", "warning",
-        ]  # fmt: skip
-        process = subprocess.Popen(command)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx2.get(f"{base}/healthz").status_code == 200:
-                        break
-                except httpx2.TransportError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("summarizer serve did not start")
-                time.sleep(0.05)
-            yield f"{base}/v1"
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
-
-
 def measure(*, tokens: int, requests: int, stream: bool = False, warmup: int = 20) -> Overhead:
     """Interleave ``requests`` direct and proxied requests of a ``tokens``-token conversation."""
     payload = json.dumps(conversation(tokens, stream=stream)).encode()
     with TestUpstream(responder=lambda body: Reply(content="ok")) as upstream:
         window = max(1_000_000, tokens * 4)
         with (
-            serve_process(upstream.base_url, context_window=window) as proxy_base,
+            serve_process(upstream.base_url, context_window=window) as (proxy_base, _),
             httpx2.Client(
                 headers={"Authorization": "Bearer bench", "Content-Type": "application/json"},
                 timeout=60,

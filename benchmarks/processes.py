@@ -1,0 +1,98 @@
+"""Servers the benchmarks run in their own processes, as users run them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx2
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until_ready(
+    process: subprocess.Popen[bytes], url: str, *, name: str, timeout: float
+) -> None:
+    """Poll ``url`` until it answers 200; raise if ``process`` exits or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx2.get(url, timeout=5).status_code == 200:
+                return
+        except httpx2.TransportError:
+            pass
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"{name} exited with status {process.returncode} before it was ready"
+            )
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name} was not ready after {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+@contextmanager
+def running(
+    command: Sequence[str],
+    *,
+    ready_url: str,
+    name: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``command`` until the block ends; yields once ``ready_url`` answers 200."""
+    process = subprocess.Popen(list(command), env={**os.environ, **(env or {})})
+    try:
+        wait_until_ready(process, ready_url, name=name, timeout=timeout)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def serve_process(
+    upstream: str,
+    *,
+    context_window: int,
+    db: Path | None = None,
+    extra: Sequence[str] = (),
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``summarizer serve`` in a subprocess on a free port; yields its ``/v1`` URL and process.
+
+    The checkpoint store is ``db`` when given, else a SQLite file in a temporary folder.
+    """
+    port = free_port()
+    with tempfile.TemporaryDirectory() as folder:
+        command = [
+            sys.executable, "-m", "summarizer.cli", "serve",
+            "--upstream", upstream, "--port", str(port),
+            "--db", str(db or Path(folder) / "checkpoints.db"),
+            "--context-window", str(context_window), "--log-level", "warning", *extra,
+        ]  # fmt: skip
+        base = f"http://127.0.0.1:{port}"
+        with running(command, ready_url=f"{base}/healthz", name="summarizer serve") as process:
+            yield f"{base}/v1", process
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of process ``pid`` (Linux ``/proc``), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
