@@ -358,6 +358,22 @@ def test_two_credentials_never_see_each_others_sessions(
     assert len(chat_requests(upstream, summary=True)) == 2
 
 
+def test_an_upstream_cookie_never_reaches_another_clients_request(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    # OpenAI's edge sets cookies; the proxy's HTTP clients are shared by every client.
+    upstream.response_headers["Set-Cookie"] = "__cf_bm=alpha-session; Path=/; HttpOnly"
+    proxy = start_proxy()
+    client(proxy, KEY_A).chat.completions.create(model=MODEL, messages=long_history(7))
+    assert len(chat_requests(upstream, summary=True)) == 1  # a summary call went out too
+    upstream.clear_log()
+    client(proxy, KEY_B).chat.completions.create(model=MODEL, messages=long_history(1))
+    client(proxy, KEY_B).chat.completions.create(model=MODEL, messages=long_history(7, task="b"))
+    sent = chat_requests(upstream)
+    assert len(chat_requests(upstream, summary=True)) == 1
+    assert sent and all("cookie" not in request.headers for request in sent)
+
+
 def test_concurrent_requests_of_one_session_summarize_once(
     upstream: TestUpstream, start_proxy: ProxyFactory
 ) -> None:

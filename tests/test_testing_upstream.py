@@ -776,3 +776,14 @@ def test_stop_releases_the_port() -> None:
     with TestUpstream(port=port) as again:
         assert again.port == port
         assert client_for(again).chat.completions.create(model="m", messages=[user("hi")]).choices
+
+
+def test_max_log_keeps_only_the_newest_requests() -> None:
+    with TestUpstream(responder=lambda body: Reply(content="ok"), max_log=2) as upstream:
+        client = openai.OpenAI(base_url=upstream.base_url, api_key="k")
+        for word in ("one", "two", "three"):
+            client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": word}]
+            )
+        logged = [record.messages[0]["content"] for record in upstream.requests]
+    assert logged == ["two", "three"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -63,7 +64,12 @@ class ProxyState:
         timeout = httpx2.Timeout(self.settings.upstream_timeout, connect=30.0)
         limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=200)
         self._http = httpx2.AsyncClient(
-            timeout=timeout, limits=limits, transport=self._transport, follow_redirects=False
+            timeout=timeout,
+            limits=limits,
+            transport=self._transport,
+            follow_redirects=False,
+            # Shared by every client: an upstream's Set-Cookie must never reach another client.
+            cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
         )
 
     async def close(self) -> None:

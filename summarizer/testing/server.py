@@ -389,6 +389,7 @@ class TestUpstream:
 
     ``start()`` (or ``with``) binds and serves on daemon threads; ``stop()`` closes the port and
     every open connection. Replies come from ``enqueue``'d replies first, then ``responder``.
+    ``requests`` logs every request, or only the newest ``max_log`` when that is set.
     """
 
     __test__ = False  # not a pytest test class, despite its name
@@ -401,17 +402,22 @@ class TestUpstream:
         host: str = "127.0.0.1",
         port: int = 0,
         model_name: str = "test-model",
+        max_log: int | None = None,
+        response_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.context_window = context_window
         self.responder: Responder = responder if responder is not None else echo_responder
         self.host = host
         self.model_name = model_name
+        self.response_headers = dict(response_headers or {})
+        """Sent with every response, e.g. the ``Set-Cookie`` OpenAI's edge adds."""
         self.counter = PromptTokenCounter()
         self.cache = PrefixCache()
         self._requested_port = port
         self._replies: deque[Reply] = deque()
         self._faults: deque[Fault] = deque()
-        self._log: list[RecordedRequest] = []
+        # Benchmarks send thousands of large bodies: they keep only the newest ``max_log``.
+        self._log: deque[RecordedRequest] = deque(maxlen=max_log)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._call_ids = itertools.count(1)
@@ -603,7 +609,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("x-request-id", self.upstream._next_id("req_"))
-        for key, value in (headers or {}).items():
+        for key, value in {**self.upstream.response_headers, **(headers or {})}.items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
@@ -931,6 +937,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("x-request-id", self.upstream._next_id("req_"))
+        for key, value in self.upstream.response_headers.items():
+            self.send_header(key, value)
         self.end_headers()
         events = (f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n" for chunk in chunks)
         for number, event in enumerate(events):
