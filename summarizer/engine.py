@@ -96,7 +96,7 @@ class ContextEngine:
         namespace: str = "",
         calibration: Calibration | None = None,
         on_compaction: Callable[[CompactionEvent], None] | None = None,
-        memo_size: int = 4096,
+        memo_size: int = 256,
     ) -> None:
         self.config = config
         self.store = store
@@ -104,7 +104,9 @@ class ContextEngine:
         self.calibration = calibration or Calibration()
         self.on_compaction = on_compaction
         self._chains = ChainCache()
-        # The latest checkpoint per (namespace, session): saves a store lookup per request.
+        # The latest checkpoint per (namespace, session): saves a store lookup per request. Bounded
+        # like the chain cache (256 conversations): a conversation evicted from that is rehashed
+        # in full anyway, and the former 4,096 checkpoints (~18 KiB each) held up to 72 MiB.
         self._latest: OrderedDict[tuple[str, str], Checkpoint] = OrderedDict()
         self._latest_lock = threading.Lock()
         self._memo_size = memo_size

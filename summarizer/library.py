@@ -38,6 +38,21 @@ class _Args(NamedTuple):
     namespace: str | None = None
 
 
+class _SessionLock:
+    """A thread lock that a weak mapping can hold (``threading.Lock`` takes no weak refs)."""
+
+    __slots__ = ("__weakref__", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+
 class ContextManager:
     """Keeps one agent's requests inside the context window.
 
@@ -70,17 +85,23 @@ class ContextManager:
             self._async = AsyncOpenAISummaryClient(client)
         elif isinstance(client, openai.OpenAI) and summarizer is None:
             self._sync = OpenAISummaryClient(client)
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
-        # Weak: a session's lock lives while some request holds or awaits it (the proxy sees
-        # many sessions and must not keep one lock per session forever).
+        # Weak: a session's lock lives while some request holds or awaits it (an agent platform
+        # or the proxy sees many sessions and must not keep one lock per session forever).
+        self._locks: weakref.WeakValueDictionary[tuple[str, str], _SessionLock] = (
+            weakref.WeakValueDictionary()
+        )
         self._alocks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
         self._guard = threading.Lock()
 
-    def _session_lock(self, located: Located) -> threading.Lock:
+    def _session_lock(self, located: Located) -> _SessionLock:
+        key = (located.namespace, located.session)
         with self._guard:
-            return self._locks.setdefault((located.namespace, located.session), threading.Lock())
+            lock = self._locks.get(key)
+            if lock is None:
+                lock = self._locks[key] = _SessionLock()
+            return lock
 
     def _session_alock(self, located: Located) -> asyncio.Lock:
         key = (located.namespace, located.session)
