@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import httpx2
 
@@ -50,9 +52,29 @@ def running(
     name: str,
     env: Mapping[str, str] | None = None,
     timeout: float = 60,
+    log: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``command`` until the block ends; yields once ``ready_url`` answers 200."""
-    process = subprocess.Popen(list(command), env={**os.environ, **(env or {})})
+    """Run ``command`` until the block ends; yields once ``ready_url`` answers 200.
+
+    Its output goes to ``log`` when given, else to this process's.
+    """
+    with contextlib.ExitStack() as stack:
+        output = stack.enter_context(log.open("wb")) if log is not None else None
+        yield stack.enter_context(_process(command, ready_url, name, env, timeout, output))
+
+
+@contextmanager
+def _process(
+    command: Sequence[str],
+    ready_url: str,
+    name: str,
+    env: Mapping[str, str] | None,
+    timeout: float,
+    output: IO[bytes] | None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(
+        list(command), env={**os.environ, **(env or {})}, stdout=output, stderr=output
+    )
     try:
         wait_until_ready(process, ready_url, name=name, timeout=timeout)
         yield process

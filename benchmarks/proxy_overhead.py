@@ -1,44 +1,61 @@
-"""Latency the proxy adds to a chat request, against calling the same upstream directly.
+"""Latency and throughput the proxy adds to a chat request, next to LiteLLM's proxy.
 
-Both paths are measured in the same run, interleaved request by request so machine noise hits
-them alike: the test upstream (``summarizer.testing``, fixed one-word reply, no delay) on
-127.0.0.1, and ``summarizer serve`` in front of it, run as users run it (its own process), with a
-window large enough that no compaction triggers. The client sends pre-serialized bytes with
-httpx2 so client work is identical for both. Added latency is reported as the difference of the
-two latency distributions' percentiles (median, p95, p99).
+Three paths to the same upstream, measured side by side in one run: **direct** (the test
+upstream, ``summarizer.testing``, fixed one-word reply, no delay, in its own process);
+through **summarizer** (``summarizer serve``, its own process, a window large enough that no
+compaction triggers); through **litellm** (LiteLLM's proxy as a plain OpenAI pass-through, see
+``benchmarks.litellm_gateway``). Both proxies run one worker process.
 
-    python -m benchmarks.proxy_overhead --tokens 100000 --requests 300
+The client sends the same pre-serialized body on every path. At concurrency 1 the paths are
+interleaved request by request, the order rotating, so machine noise hits them alike; at higher
+concurrency each path runs a burst of requests with that many connections in flight, and the
+bursts alternate between paths over several rounds. *Added latency* is a path's latency
+percentile minus the direct path's at the same percentile and concurrency; requests per second
+are completed requests over the bursts' wall time.
+
+    python -m benchmarks.proxy_overhead [--quick] [--litellm PATH | --skip-litellm]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import itertools
 import json
-import statistics
+import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from summarizer.testing import Reply, TestUpstream
 from summarizer.tokens import make_counter
 
-from .processes import serve_process
+from .litellm_gateway import LITELLM_SPEC, ensure_litellm, litellm_process
+from .processes import free_port, running, serve_process
+from .results import Floor, Section, markdown_table, percentile
 
 MODEL = "gpt-4o-mini"
+PATHS = ("direct", "summarizer", "litellm")
 
 
-def conversation(tokens: int, *, stream: bool = False) -> dict[str, Any]:
-    """A tool-using conversation of about ``tokens`` prompt tokens, as a request body."""
+def conversation(tokens: int, *, stream: bool = False, variant: int = 0) -> dict[str, Any]:
+    """A tool-using conversation of about ``tokens`` prompt tokens, as a request body.
+
+    ``variant`` changes the content from the task on, for distinct conversations of one size.
+    """
     counter = make_counter(MODEL)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a careful coding agent."},
-        {"role": "user", "content": "Find why the invoice totals are wrong and fix it."},
+        {"role": "user", "content": f"Find why the invoice totals of shop {variant} are wrong."},
     ]
     turn = 0
     while counter.count_messages(messages) < tokens:
-        call_id = f"call_{turn}"
+        call_id = f"call_{variant}_{turn}"
         messages.append(
             {
                 "role": "assistant",
@@ -49,13 +66,15 @@ def conversation(tokens: int, *, stream: bool = False) -> dict[str, Any]:
                         "type": "function",
                         "function": {
                             "name": "read_file",
-                            "arguments": json.dumps({"path": f"src/mod_{turn}.py"}),
+                            "arguments": json.dumps({"path": f"src/shop{variant}/mod_{turn}.py"}),
                         },
                     }
                 ],
             }
         )
-        lines = [f"def handler_{turn}_{i}(x):\n    return x * {i} + {turn}" for i in range(60)]
+        lines = [
+            f"def handler_{turn}_{i}(x):\n    return x * {i + variant} + {turn}" for i in range(60)
+        ]
         messages.append({"role": "tool", "tool_call_id": call_id, "content": "\n".join(lines)})
         turn += 1
     messages.append({"role": "user", "content": "Continue."})
@@ -65,90 +84,365 @@ def conversation(tokens: int, *, stream: bool = False) -> dict[str, Any]:
     return body
 
 
-def percentile(values: list[float], share: float) -> float:
-    """The ``share`` quantile (nearest rank) of ``values``."""
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))
-    return ordered[index]
+SHARES = {"median": 0.5, "p95": 0.95, "p99": 0.99}
 
 
 @dataclass
-class Overhead:
-    """Latency distributions of the two paths, in seconds."""
+class Cell:
+    """Every path's latencies (seconds) and throughput for one request shape and concurrency."""
 
-    direct: list[float]
-    proxied: list[float]
+    tokens: int
+    stream: bool
+    concurrency: int
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    busy: dict[str, float] = field(default_factory=dict)
+    """Wall time each path spent on its requests (for requests per second)."""
 
-    def added(self, share: float) -> float:
-        """Added latency at quantile ``share``: proxied minus direct."""
-        return percentile(self.proxied, share) - percentile(self.direct, share)
+    def added(self, path: str, stat: str) -> float:
+        """``path``'s latency minus the direct path's at quantile ``stat``, in seconds."""
+        share = SHARES[stat]
+        return percentile(self.latencies[path], share) - percentile(self.latencies["direct"], share)
 
-    def summary(self) -> dict[str, float]:
-        """Median/p95/p99 of both paths and of the added latency, in milliseconds."""
-        out: dict[str, float] = {}
-        for name, share in (("median", 0.5), ("p95", 0.95), ("p99", 0.99)):
-            out[f"direct_{name}_ms"] = percentile(self.direct, share) * 1000
-            out[f"proxied_{name}_ms"] = percentile(self.proxied, share) * 1000
-            out[f"added_{name}_ms"] = self.added(share) * 1000
-        out["direct_mean_ms"] = statistics.fmean(self.direct) * 1000
-        out["proxied_mean_ms"] = statistics.fmean(self.proxied) * 1000
-        return out
+    def rps(self, path: str) -> float:
+        """Completed requests per second of wall time on ``path``."""
+        return len(self.latencies[path]) / self.busy[path]
 
 
-def _timed(client: httpx2.Client, url: str, payload: bytes, stream: bool) -> float:
+@dataclass(frozen=True)
+class Target:
+    """One path: where requests go and how they authenticate."""
+
+    name: str
+    url: str
+    headers: dict[str, str]
+
+
+def _send(client: httpx2.Client, target: Target, payload: bytes, stream: bool) -> float:
     started = time.perf_counter()
     if stream:
-        with client.stream("POST", url, content=payload) as response:
-            for _ in response.iter_raw():
+        with client.stream("POST", target.url, content=payload, headers=target.headers) as reply:
+            for _ in reply.iter_raw():
                 pass
-            response.raise_for_status()
+            reply.raise_for_status()
     else:
-        response = client.post(url, content=payload)
-        response.raise_for_status()
+        client.post(target.url, content=payload, headers=target.headers).raise_for_status()
     return time.perf_counter() - started
 
 
-def measure(*, tokens: int, requests: int, stream: bool = False, warmup: int = 20) -> Overhead:
-    """Interleave ``requests`` direct and proxied requests of a ``tokens``-token conversation."""
-    payload = json.dumps(conversation(tokens, stream=stream)).encode()
-    with TestUpstream(responder=lambda body: Reply(content="ok")) as upstream:
-        window = max(1_000_000, tokens * 4)
-        with (
-            serve_process(upstream.base_url, context_window=window) as (proxy_base, _),
-            httpx2.Client(
-                headers={"Authorization": "Bearer bench", "Content-Type": "application/json"},
-                timeout=60,
-            ) as client,
-        ):
-            direct_url = f"{upstream.base_url}/chat/completions"
-            proxy_url = f"{proxy_base}/chat/completions"
-            for _ in range(warmup):
-                _timed(client, direct_url, payload, stream)
-                _timed(client, proxy_url, payload, stream)
-            direct: list[float] = []
-            proxied: list[float] = []
-            for i in range(requests):
-                # Alternate which path goes first, so neither always runs on a warmer cache.
-                if i % 2:
-                    direct.append(_timed(client, direct_url, payload, stream))
-                    proxied.append(_timed(client, proxy_url, payload, stream))
+def measure_sequential(
+    targets: Sequence[Target], payload: bytes, *, cell: Cell, requests: int, warmup: int
+) -> Cell:
+    """Concurrency 1: the paths interleaved request by request, the order rotating."""
+    with httpx2.Client(headers={"Content-Type": "application/json"}, timeout=120) as client:
+        for _ in range(warmup):
+            for target in targets:
+                _send(client, target, payload, cell.stream)
+        for target in targets:
+            cell.latencies[target.name] = []
+        orders = itertools.cycle(itertools.permutations(targets))
+        for _ in range(requests):
+            for target in next(orders):
+                cell.latencies[target.name].append(_send(client, target, payload, cell.stream))
+    for target in targets:
+        cell.busy[target.name] = sum(cell.latencies[target.name])
+    return cell
+
+
+async def _send_async(
+    client: httpx2.AsyncClient, target: Target, payload: bytes, stream: bool
+) -> float:
+    started = time.perf_counter()
+    if stream:
+        async with client.stream(
+            "POST", target.url, content=payload, headers=target.headers
+        ) as reply:
+            async for _ in reply.aiter_raw():
+                pass
+            reply.raise_for_status()
+    else:
+        reply = await client.post(target.url, content=payload, headers=target.headers)
+        reply.raise_for_status()
+    return time.perf_counter() - started
+
+
+async def _burst(
+    client: httpx2.AsyncClient, target: Target, payload: bytes, stream: bool, *, n: int, c: int
+) -> tuple[list[float], float]:
+    latencies: list[float] = []
+    remaining = iter(range(n))
+
+    async def worker() -> None:
+        for _ in remaining:
+            latencies.append(await _send_async(client, target, payload, stream))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(c)))
+    return latencies, time.perf_counter() - started
+
+
+async def _measure_concurrent(
+    targets: Sequence[Target], payload: bytes, cell: Cell, requests: int, rounds: int
+) -> Cell:
+    c = cell.concurrency
+    limits = httpx2.Limits(max_connections=c, max_keepalive_connections=c)
+    async with httpx2.AsyncClient(
+        headers={"Content-Type": "application/json"}, timeout=300, limits=limits
+    ) as client:
+        for target in targets:  # warm-up: open every connection once
+            await _burst(client, target, payload, cell.stream, n=2 * c, c=c)
+        for target in targets:
+            cell.latencies[target.name] = []
+            cell.busy[target.name] = 0.0
+        per_round = max(c, requests // rounds)
+        for index in range(rounds):
+            order = list(targets) if index % 2 == 0 else list(reversed(targets))
+            for target in order:
+                latencies, wall = await _burst(
+                    client, target, payload, cell.stream, n=per_round, c=c
+                )
+                cell.latencies[target.name] += latencies
+                cell.busy[target.name] += wall
+    return cell
+
+
+def measure_concurrent(
+    targets: Sequence[Target], payload: bytes, *, cell: Cell, requests: int, rounds: int
+) -> Cell:
+    """Concurrency > 1: alternating bursts of ``requests // rounds`` requests per path."""
+    return asyncio.run(_measure_concurrent(targets, payload, cell, requests, rounds))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to measure: sizes, concurrencies and how many requests per cell."""
+
+    sizes: tuple[int, ...]
+    concurrencies: tuple[int, ...]
+    sequential_requests: int
+    concurrent_requests: int
+    rounds: int
+    warmup: int
+
+
+FULL = Plan((10_000, 100_000), (1, 16, 64), 300, 640, 4, 20)
+QUICK = Plan((1_000, 5_000), (1, 4), 8, 16, 2, 2)
+
+
+@contextmanager
+def upstream_process() -> Iterator[str]:
+    """The test upstream (``benchmarks.upstream``) in its own process; yields its ``/v1`` URL."""
+    port = free_port()
+    command = [sys.executable, "-m", "benchmarks.upstream", "--port", str(port)]
+    base = f"http://127.0.0.1:{port}/v1"
+    with running(command, ready_url=f"{base}/models", name="test upstream"):
+        yield base
+
+
+def run_cells(plan: Plan, *, litellm: Path | None) -> list[Cell]:
+    """Start the three servers once and measure every cell of ``plan``."""
+    cells: list[Cell] = []
+    with ExitStack() as stack:
+        upstream = stack.enter_context(upstream_process())
+        window = max(1_000_000, max(plan.sizes) * 4)
+        proxy, _ = stack.enter_context(serve_process(upstream, context_window=window))
+        auth = {"Authorization": "Bearer bench"}
+        targets = [
+            Target("direct", f"{upstream}/chat/completions", auth),
+            Target("summarizer", f"{proxy}/chat/completions", auth),
+        ]
+        if litellm is not None:
+            gateway, key = stack.enter_context(litellm_process(litellm, upstream, MODEL))
+            targets.append(
+                Target("litellm", f"{gateway}/chat/completions", {"Authorization": f"Bearer {key}"})
+            )
+        for tokens, stream in itertools.product(plan.sizes, (False, True)):
+            payload = json.dumps(conversation(tokens, stream=stream)).encode()
+            for concurrency in plan.concurrencies:
+                cell = Cell(tokens, stream, concurrency)
+                print(
+                    f"  proxy overhead: {tokens:,} tokens, stream={stream}, "
+                    f"concurrency {concurrency}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                if concurrency == 1:
+                    measure_sequential(
+                        targets,
+                        payload,
+                        cell=cell,
+                        requests=plan.sequential_requests,
+                        warmup=plan.warmup,
+                    )
                 else:
-                    proxied.append(_timed(client, proxy_url, payload, stream))
-                    direct.append(_timed(client, direct_url, payload, stream))
-    return Overhead(direct, proxied)
+                    measure_concurrent(
+                        targets,
+                        payload,
+                        cell=cell,
+                        requests=plan.concurrent_requests,
+                        rounds=plan.rounds,
+                    )
+                cells.append(cell)
+    return cells
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
+
+
+def _ratio(mine: float, theirs: float) -> str:
+    if theirs <= 0:
+        return "n/a"
+    return f"{mine / theirs:.2f}×"
+
+
+def _tokens(tokens: int) -> str:
+    return f"{tokens // 1000}k"
+
+
+def report(cells: Sequence[Cell], plan: Plan, *, litellm_spec: str | None) -> Section:
+    """The section: one table of added latency and one of throughput, and the floors."""
+    has_litellm = all("litellm" in cell.latencies for cell in cells)
+    latency_rows: list[list[str]] = []
+    rps_rows: list[list[str]] = []
+    for cell in cells:
+        shape = [_tokens(cell.tokens), "yes" if cell.stream else "no", str(cell.concurrency)]
+        row = [*shape, _ms(percentile(cell.latencies["direct"], 0.5))]
+        for stat in SHARES:
+            row.append(_ms(cell.added("summarizer", stat)))
+            if has_litellm:
+                row += [
+                    _ms(cell.added("litellm", stat)),
+                    _ratio(cell.added("summarizer", stat), cell.added("litellm", stat)),
+                ]
+        latency_rows.append(row)
+        rps = [*shape, f"{cell.rps('direct'):.0f}", f"{cell.rps('summarizer'):.0f}"]
+        if has_litellm:
+            rps += [
+                f"{cell.rps('litellm'):.0f}",
+                _ratio(cell.rps("summarizer"), cell.rps("litellm")),
+            ]
+        rps_rows.append(rps)
+    header = ["tokens", "stream", "concurrency", "direct median ms"]
+    for stat in SHARES:
+        header.append(f"summarizer +{stat} ms")
+        if has_litellm:
+            header += [f"litellm +{stat} ms", f"{stat} ratio"]
+    rps_header = ["tokens", "stream", "concurrency", "direct rps", "summarizer rps"]
+    if has_litellm:
+        rps_header += ["litellm rps", "summarizer / litellm"]
+    gateway = (
+        f"LiteLLM's proxy (`{litellm_spec}`, one uvicorn worker, master key, no database)"
+        if has_litellm
+        else "LiteLLM was skipped in this run (`--skip-litellm`)"
+    )
+    body = "\n\n".join(
+        [
+            "Added latency = a path's latency percentile minus the direct path's at the same "
+            "percentile and concurrency, in milliseconds; *ratio* = summarizer's added latency "
+            "over LiteLLM's (below 1 is better). Paths: direct to the test upstream (its own "
+            "process, fixed one-word reply, no delay); `summarizer serve` (its own process, no "
+            f"compaction triggered); {gateway}. At concurrency 1 the paths are interleaved "
+            f"request by request ({plan.sequential_requests} requests per path after "
+            f"{plan.warmup} warm-up rounds); at higher concurrency each path runs alternating "
+            f"bursts ({plan.concurrent_requests} requests per path over {plan.rounds} rounds).",
+            markdown_table(header, latency_rows),
+            "Requests per second, each path at the same concurrency:",
+            markdown_table(rps_header, rps_rows),
+        ]
+    )
+    return Section(
+        title="1. Proxy overhead, against LiteLLM's proxy",
+        command="python -m benchmarks.proxy_overhead",
+        body=body,
+        floors=floors(cells, has_litellm=has_litellm),
+    )
+
+
+def floors(cells: Sequence[Cell], *, has_litellm: bool) -> list[Floor]:
+    """Median ≤ 2 ms and p99 ≤ 10 ms added at concurrency 1 on the largest conversation, and
+    less added latency than LiteLLM at every concurrency (judged on the median, every cell)."""
+    out: list[Floor] = []
+    largest = max(cell.tokens for cell in cells)
+    for cell in cells:
+        if cell.concurrency != 1 or cell.tokens != largest:
+            continue
+        mode = "streamed" if cell.stream else "not streamed"
+        median = cell.added("summarizer", "median")
+        p99 = cell.added("summarizer", "p99")
+        shape = f"concurrency 1, {_tokens(largest)} tokens, {mode}"
+        out.append(Floor(f"{shape}: median added", f"{_ms(median)} ms", "≤ 2 ms", median <= 0.002))
+        out.append(Floor(f"{shape}: p99 added", f"{_ms(p99)} ms", "≤ 10 ms", p99 <= 0.010))
+    if has_litellm:
+        for concurrency in sorted({cell.concurrency for cell in cells}):
+            group = [cell for cell in cells if cell.concurrency == concurrency]
+            ratios = [
+                cell.added("summarizer", "median") / cell.added("litellm", "median")
+                for cell in group
+                if cell.added("litellm", "median") > 0
+            ]
+            worst = max(ratios) if len(ratios) == len(group) else float("inf")
+            out.append(
+                Floor(
+                    f"concurrency {concurrency}: median added latency vs LiteLLM "
+                    f"(worst of {len(group)} request shapes)",
+                    f"{worst:.2f}×",
+                    "< 1×",
+                    worst < 1,
+                )
+            )
+    return out
+
+
+def run(
+    *,
+    quick: bool,
+    out_dir: Path,
+    litellm: Path | None = None,
+    skip_litellm: bool = False,
+    litellm_spec: str = LITELLM_SPEC,
+) -> Section:
+    """Measure every cell (``quick``: tiny sizes and counts) and build the section."""
+    del out_dir  # this section writes no files
+    plan = QUICK if quick else FULL
+    executable: Path | None = None
+    if not skip_litellm:
+        executable = litellm if litellm is not None else ensure_litellm(spec=litellm_spec)
+    cells = run_cells(plan, litellm=executable)
+    spec = None if skip_litellm else (str(litellm) if litellm is not None else litellm_spec)
+    return report(cells, plan, litellm_spec=spec)
+
+
+def add_litellm_arguments(parser: argparse.ArgumentParser) -> None:
+    """The LiteLLM options, shared with ``python -m benchmarks``."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--litellm", type=Path, help="an existing litellm executable to compare")
+    group.add_argument("--skip-litellm", action="store_true", help="measure without LiteLLM")
+    parser.add_argument(
+        "--litellm-spec",
+        default=LITELLM_SPEC,
+        help=f"what to pip install into benchmarks/.litellm-venv (default {LITELLM_SPEC})",
+    )
 
 
 def main() -> None:
-    """Command line: print the figures as JSON."""
+    """Command line: print the section's Markdown."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", type=int, default=100_000)
-    parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="smoke mode: tiny sizes")
+    add_litellm_arguments(parser)
     args = parser.parse_args()
-    result = measure(tokens=args.tokens, requests=args.requests, stream=args.stream)
-    figures = {"tokens": args.tokens, "requests": args.requests, "stream": args.stream}
-    figures.update({k: round(v, 3) for k, v in result.summary().items()})
-    print(json.dumps(figures, indent=2))
+    with tempfile.TemporaryDirectory() as folder:
+        section = run(
+            quick=args.quick,
+            out_dir=Path(folder),
+            litellm=args.litellm,
+            skip_litellm=args.skip_litellm,
+            litellm_spec=args.litellm_spec,
+        )
+    print(section.body)
+    for floor in section.floors:
+        print(
+            f"- {floor.name}: {floor.measured} ({floor.limit}) {'met' if floor.met else 'MISSED'}"
+        )
 
 
 if __name__ == "__main__":

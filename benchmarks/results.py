@@ -8,6 +8,7 @@ mean nothing and whose floors are reported but not judged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -49,3 +50,10 @@ def markdown_table(header: list[str], rows: list[list[str]], *, align: str = "")
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """The ``share`` quantile (nearest rank) of ``values``, which must not be empty."""
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))
+    return ordered[index]

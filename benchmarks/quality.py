@@ -1,0 +1,97 @@
+"""Summary quality per strategy: the table ``summarizer eval`` writes, on the shipped dataset.
+
+The offline strategies always run. The model strategies (self-summary and the others that call
+a model) run when an upstream and a model are given, with the key from ``$OPENAI_API_KEY``:
+
+    python -m benchmarks.quality [--quick] [--upstream URL --model NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from summarizer.dataset import load_dataset
+from summarizer.evaluation.metrics import aggregate
+from summarizer.evaluation.pricing import load_prices
+from summarizer.evaluation.report import kinds_table, markdown_table, strategy_table
+from summarizer.evaluation.runner import EvalSettings, run_eval
+from summarizer.evaluation.strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES
+
+from .results import Section
+
+DATASET = Path(__file__).resolve().parent.parent / "datasets" / "coding-sessions.jsonl"
+BUDGET = 0.3
+QUICK_CASES = 3
+
+
+def run(
+    *,
+    quick: bool,
+    out_dir: Path,
+    upstream: str | None = None,
+    model: str | None = None,
+) -> Section:
+    """Evaluate every strategy that can run here (``quick``: the first three cases)."""
+    del out_dir  # the eval's own reports go to a temporary folder; the table goes in RESULTS.md
+    with_model = upstream is not None and model is not None
+    strategies = list(OFFLINE_STRATEGIES) + (list(MODEL_STRATEGIES) if with_model else [])
+    cases, line_errors = load_dataset([DATASET])
+    if line_errors:
+        raise RuntimeError(f"the shipped dataset has bad lines: {line_errors}")
+    limit = QUICK_CASES if quick else None
+    with tempfile.TemporaryDirectory() as folder:
+        settings = EvalSettings(
+            datasets=[DATASET],
+            strategies=strategies,
+            budget=BUDGET,
+            out=Path(folder) / "eval",
+            model=model if with_model else None,
+            upstream=upstream if with_model else None,
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            limit=limit,
+            progress=False,
+        )
+        outcome = run_eval(settings, cases)
+    aggregates = aggregate(outcome.rows, load_prices())
+    cases_run = len({row.case_id for row in outcome.rows})
+    if with_model:
+        models = f"The model strategies ran against `{model}` at the configured upstream."
+    else:
+        models = (
+            "The model strategies (" + ", ".join(f"`{name}`" for name in MODEL_STRATEGIES) + ") "
+            "need a model and ran only when `--upstream` and `--model` are given; this run had "
+            "none, so only the offline strategies are shown."
+        )
+    command = f"summarizer eval {DATASET.relative_to(DATASET.parent.parent)} --budget {BUDGET}"
+    body = "\n\n".join(
+        [
+            f"`{command} --out DIR` over {cases_run} cases: every strategy compacts each case to "
+            f"{BUDGET:.0%} of its own tokens; gold recall is the share of the case's gold facts "
+            "still stated in what would be sent next. " + models,
+            markdown_table(strategy_table(aggregates)),
+            "Missed gold facts by kind:",
+            markdown_table(kinds_table(aggregates)),
+        ]
+    )
+    return Section(title="5. Quality", command="python -m benchmarks.quality", body=body)
+
+
+def main() -> None:
+    """Command line: print the section's Markdown."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke mode: three cases")
+    parser.add_argument("--upstream", help="OpenAI-compatible base URL for the model strategies")
+    parser.add_argument("--model", help="the model the model strategies call")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        section = run(
+            quick=args.quick, out_dir=Path(folder), upstream=args.upstream, model=args.model
+        )
+    print(section.body)
+
+
+if __name__ == "__main__":
+    main()
