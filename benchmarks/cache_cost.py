@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -73,7 +74,7 @@ from .cache_replay import (
     replay_counter,
     session_tokens,
 )
-from .results import Floor, Section, markdown_table
+from .results import Floor, Section, markdown_table, print_section
 
 DATASET = Path(__file__).resolve().parent.parent / "datasets" / "coding-sessions.jsonl"
 """The shipped evaluation dataset (20 cases)."""
@@ -528,15 +529,13 @@ def main() -> None:
     """Command line: print the section body and its floors."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 dataset cases, 1 small session")
-    parser.add_argument("--out-dir", type=Path, default=Path("."))
+    parser.add_argument("--out-dir", type=Path, default=None, help=f"where {RESULTS_FILE} goes")
     args = parser.parse_args()
     started = time.perf_counter()
-    section = run(quick=args.quick, out_dir=args.out_dir)
-    print(section.body)
-    print()
-    for floor in section.floors:
-        verdict = "met" if floor.met else "NOT met"
-        print(f"- {floor.name}: {floor.measured} ({floor.limit}): {verdict}")
+    out_dir = args.out_dir or Path(tempfile.mkdtemp(prefix="bench-cache-"))
+    section = run(quick=args.quick, out_dir=out_dir)
+    print_section(section)
+    print(f"\nper-session figures: {out_dir / RESULTS_FILE}")
     print(f"\n{time.perf_counter() - started:.1f} s")
 
 

@@ -47,7 +47,7 @@ from summarizer.testing.responders import summary_responder
 from summarizer.testing.scenario import CodingSession
 from summarizer.tokens import TiktokenCounter, encoding_for_model
 
-from .results import Floor, Section, markdown_table, percentile
+from .results import Floor, Section, markdown_table, percentile, print_section
 
 MODEL = "gpt-4o"
 FULL_TURNS = 1_000
@@ -500,11 +500,7 @@ def main() -> None:
     args = parser.parse_args()
     out_dir = args.out_dir or Path(tempfile.mkdtemp(prefix="bench-prepare-"))
     section = run(quick=args.quick, out_dir=out_dir, turns=args.turns)
-    print(f"## {section.title}\n\n{section.body}\n")
-    for floor in section.floors:
-        print(
-            f"- {floor.name}: {floor.measured} ({floor.limit}): {'met' if floor.met else 'MISSED'}"
-        )
+    print_section(section)
     print(f"\nchart: {out_dir / CHART}")
 
 

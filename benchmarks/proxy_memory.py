@@ -33,7 +33,7 @@ linearly there, by 500 x its per-session footprint. (2) state in the store: run 
 its ten new sessions is at most 1.10 x run A's at ten sessions (10 % allows for allocator noise
 between two processes).
 
-    python -m benchmarks.proxy_memory [--quick] [--out-dir DIR] [--counts 10,100] [--tokens N]
+    python -m benchmarks.proxy_memory [--quick] [--counts 10,100] [--tokens N]
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from summarizer.testing import Reply, RoutingResponder, TestUpstream, summary_re
 from summarizer.tokens import TiktokenCounter, make_counter
 
 from .processes import rss_bytes, serve_process
-from .results import Floor, Section, markdown_table
+from .results import Floor, Section, markdown_table, print_section
 
 MODEL = "gpt-4o-mini"
 KEYS = ("bench-memory-key-0", "bench-memory-key-1", "bench-memory-key-2", "bench-memory-key-3")
@@ -836,7 +836,6 @@ def main() -> None:
     """Command line: print the section body and its floors."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, ~15 s")
-    parser.add_argument("--out-dir", type=Path, default=Path("."))
     parser.add_argument(
         "--counts", help="comma-separated session counts to measure at (default: the mode's)"
     )
@@ -844,13 +843,9 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")] if args.counts else None
     started = time.perf_counter()
-    section = run(quick=args.quick, out_dir=args.out_dir, counts=counts, tokens=args.tokens)
-    print(section.body)
-    print()
-    for floor in section.floors:
-        print(
-            f"- {floor.name}: {floor.measured} ({floor.limit}): {'met' if floor.met else 'NOT met'}"
-        )
+    # This section writes no files.
+    section = run(quick=args.quick, out_dir=Path("."), counts=counts, tokens=args.tokens)
+    print_section(section)
     print(f"\n{time.perf_counter() - started:.1f} s")
 
 

@@ -37,7 +37,7 @@ from summarizer.tokens import make_counter
 
 from .litellm_gateway import LITELLM_SPEC, ensure_litellm, litellm_process
 from .processes import free_port, running, serve_process
-from .results import Floor, Section, markdown_table, percentile
+from .results import Floor, Section, markdown_table, percentile, print_section
 
 MODEL = "gpt-4o-mini"
 PATHS = ("direct", "summarizer", "litellm")
@@ -224,7 +224,7 @@ class Plan:
     warmup: int
 
 
-FULL = Plan((10_000, 100_000), (1, 16, 64), 300, 640, 4, 20)
+FULL = Plan((10_000, 100_000), (1, 16, 64), 500, 640, 4, 20)
 QUICK = Plan((1_000, 5_000), (1, 4), 8, 16, 2, 2)
 
 
@@ -438,11 +438,7 @@ def main() -> None:
             skip_litellm=args.skip_litellm,
             litellm_spec=args.litellm_spec,
         )
-    print(section.body)
-    for floor in section.floors:
-        print(
-            f"- {floor.name}: {floor.measured} ({floor.limit}) {'met' if floor.met else 'MISSED'}"
-        )
+    print_section(section)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from summarizer.evaluation.report import kinds_table, markdown_table, strategy_t
 from summarizer.evaluation.runner import EvalSettings, run_eval
 from summarizer.evaluation.strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES
 
-from .results import Section
+from .results import Section, print_section
 
 DATASET = Path(__file__).resolve().parent.parent / "datasets" / "coding-sessions.jsonl"
 BUDGET = 0.3
@@ -90,7 +90,7 @@ def main() -> None:
         section = run(
             quick=args.quick, out_dir=Path(folder), upstream=args.upstream, model=args.model
         )
-    print(section.body)
+    print_section(section)
 
 
 if __name__ == "__main__":

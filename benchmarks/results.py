@@ -57,3 +57,12 @@ def percentile(values: Sequence[float], share: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))
     return ordered[index]
+
+
+def print_section(section: Section) -> None:
+    """A section as its module's command line prints it: title, body, floors."""
+    print(f"## {section.title}\n\n{section.body.strip()}\n")
+    for floor in section.floors:
+        print(
+            f"- {floor.name}: {floor.measured} ({floor.limit}): {'met' if floor.met else 'MISSED'}"
+        )
