@@ -2,6 +2,8 @@
 
 A bounded LRU, thread-safe; losing it costs only time, never correctness, since every cached
 value is recomputable from the messages. (Token counts are cached by the counters themselves.)
+It is bounded twice: by conversations, and by their total size, since an entry holds a whole
+parsed conversation and a proxy may see many long ones.
 """
 
 from __future__ import annotations
@@ -11,7 +13,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .messages import Message, chain_step, message_digest
+from .messages import Message, chain_step, digest_and_size, message_digest
+
+DEFAULT_MAX_BYTES = 128 * 1024 * 1024
+"""Default bound on the canonical JSON size of the conversations held (the parsed objects take
+somewhat more memory than that)."""
 
 
 @dataclass
@@ -19,6 +25,12 @@ class _ChainEntry:
     messages: list[Message]
     digests: list[str]
     chain: list[str]
+    sizes: list[int]
+    """``sizes[i]``: canonical JSON bytes of ``messages[: i + 1]``."""
+
+    @property
+    def size(self) -> int:
+        return self.sizes[-1] if self.sizes else 0
 
 
 class ChainCache:
@@ -28,10 +40,20 @@ class ChainCache:
     proportion to what is new (plus a C-speed equality check of the shared prefix).
     """
 
-    def __init__(self, size: int = 256) -> None:
+    def __init__(self, size: int = 256, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self._entries: OrderedDict[str, _ChainEntry] = OrderedDict()
         self._size = size
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def bytes_held(self) -> int:
+        """Canonical JSON bytes of the conversations held."""
+        return self._bytes
 
     def digests_and_chain(
         self,
@@ -71,15 +93,26 @@ class ChainCache:
             check(shared)
         digests = list(entry.digests[:shared]) if entry else []
         chain = list(entry.chain[:shared]) if entry else []
+        sizes = list(entry.sizes[:shared]) if entry else []
         current = chain[-1] if chain else ""
+        total = sizes[-1] if sizes else 0
         for message in messages[shared:]:
-            digest = message_digest(message)
+            digest, size = digest_and_size(message)
             digests.append(digest)
             current = chain_step(current, digest)
             chain.append(current)
+            total += size
+            sizes.append(total)
         with self._lock:
-            self._entries[first] = _ChainEntry(list(messages), digests, chain)
-            self._entries.move_to_end(first)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+            replaced = self._entries.pop(first, None)
+            if replaced is not None:
+                self._bytes -= replaced.size
+            self._entries[first] = _ChainEntry(list(messages), digests, chain, sizes)
+            self._bytes += total
+            # The newest conversation stays even alone over the byte bound: it is the one in use.
+            while len(self._entries) > 1 and (
+                len(self._entries) > self._size or self._bytes > self._max_bytes
+            ):
+                _, evicted = self._entries.popitem(last=False)
+                self._bytes -= evicted.size
         return digests, chain

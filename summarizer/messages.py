@@ -36,7 +36,13 @@ def canonical_json(value: Any) -> str:
 
 def message_digest(message: Mapping[str, Any]) -> str:
     """A stable digest of one message (SHA-256 of its canonical JSON, hex, 32 characters)."""
-    return hashlib.sha256(canonical_json(message).encode("utf-8")).hexdigest()[:32]
+    return digest_and_size(message)[0]
+
+
+def digest_and_size(message: Mapping[str, Any]) -> tuple[str, int]:
+    """``message_digest(message)`` and the byte length of the canonical JSON it hashes."""
+    data = canonical_json(message).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()[:32], len(data)
 
 
 def chain_step(previous: str, digest: str) -> str:

@@ -9,7 +9,7 @@ import pytest
 from summarizer import ContextManager
 from summarizer.caches import ChainCache
 from summarizer.errors import InvalidConversation
-from summarizer.messages import prefix_chain
+from summarizer.messages import canonical_json, prefix_chain
 
 
 def conversation(n: int) -> list[dict[str, Any]]:
@@ -68,3 +68,29 @@ def test_an_invalid_message_after_a_valid_prefix_is_still_rejected() -> None:
     # Rejected once, rejected again: the bad conversation was not cached as valid.
     with pytest.raises(InvalidConversation):
         manager.prepare([*bad, {"role": "user", "content": "more"}], model="gpt-4o")
+
+
+def test_conversations_are_evicted_oldest_first_past_the_byte_bound() -> None:
+    one = len(canonical_json(conversation(40)[1]).encode())
+    cache = ChainCache(max_bytes=100 * one)
+    tasks = [[{"role": "system", "content": f"task {k}"}, *conversation(40)[1:]] for k in range(5)]
+    for messages in tasks:
+        _, chain = cache.digests_and_chain(messages)
+        assert chain == prefix_chain(messages)  # eviction never changes an answer
+    assert 0 < cache.bytes_held <= 100 * one
+    assert len(cache) < 5
+    starts: list[int] = []
+    cache.digests_and_chain(tasks[-1], check=starts.append)
+    assert starts == [len(tasks[-1])]  # the newest is still held
+    cache.digests_and_chain(tasks[0], check=starts.append)
+    assert starts[-1] == 0  # the oldest was evicted: checked and hashed again
+
+
+def test_a_conversation_larger_than_the_bound_is_still_held_while_in_use() -> None:
+    cache = ChainCache(max_bytes=10)
+    messages = conversation(6)
+    cache.digests_and_chain(messages)
+    starts: list[int] = []
+    cache.digests_and_chain([*messages, {"role": "user", "content": "more"}], check=starts.append)
+    assert starts == [len(messages)]
+    assert len(cache) == 1
