@@ -70,9 +70,11 @@ def litellm_config(upstream: str, model: str) -> str:
 
 
 @contextmanager
-def litellm_process(executable: Path, upstream: str, model: str) -> Iterator[tuple[str, str]]:
-    """LiteLLM's proxy on a free port in front of ``upstream``; yields its ``/v1`` URL and the
-    master key clients authenticate with.
+def litellm_process(
+    executable: Path, upstream: str, model: str
+) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+    """LiteLLM's proxy on a free port in front of ``upstream``; yields its ``/v1`` URL, the
+    master key clients authenticate with, and its process.
 
     ``LITELLM_LOCAL_MODEL_COST_MAP`` keeps it from fetching its price map at start; its log goes
     to a file, at warning level, like ``summarizer serve``'s in this benchmark.
@@ -103,9 +105,9 @@ def litellm_process(executable: Path, upstream: str, model: str) -> Iterator[tup
                 env=env,
                 timeout=180,
                 log=log,
-            ):
+            ) as process:
                 started = True
-                yield f"{base}/v1", key
+                yield f"{base}/v1", key, process
         except RuntimeError as exc:
             if started:
                 raise

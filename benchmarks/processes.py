@@ -118,3 +118,24 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) process ``pid`` has used so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_idle(
+    pids: Sequence[int], *, share: float = 0.05, window: float = 0.25, timeout: float = 20
+) -> None:
+    """Wait until every process in ``pids`` uses under ``share`` of a core over ``window``
+    seconds (at most ``timeout``): a server can go on working after it answers, and that work
+    must not be billed to the next measurement."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = [cpu_seconds(pid) for pid in pids]
+        time.sleep(window)
+        used = [cpu_seconds(pid) - start for pid, start in zip(pids, before, strict=True)]
+        if max(used) <= share * window:
+            return

@@ -6,12 +6,15 @@ through **summarizer** (``summarizer serve``, its own process, a window large en
 compaction triggers); through **litellm** (LiteLLM's proxy as a plain OpenAI pass-through, see
 ``benchmarks.litellm_gateway``). Both proxies run one worker process.
 
-The client sends the same pre-serialized body on every path. At concurrency 1 the paths are
-interleaved request by request, the order rotating, so machine noise hits them alike; at higher
-concurrency each path runs a burst of requests with that many connections in flight, and the
-bursts alternate between paths over several rounds. *Added latency* is a path's latency
-percentile minus the direct path's at the same percentile and concurrency; requests per second
-are completed requests over the bursts' wall time.
+The client sends the same pre-serialized body on every path. At concurrency 1 each proxy
+alternates with the direct path request by request, in rounds of its own (the proxies' rounds
+alternate), and its added latency is taken against the direct requests of its own rounds. At
+higher concurrency each path runs a burst of requests with that many connections in flight;
+bursts alternate between paths over several rounds. Every round and burst begins once the
+servers are idle (``wait_until_idle``): LiteLLM goes on working after it answers (logging and
+pricing the call), which would otherwise slow whichever request came next. *Added latency* is a
+path's latency percentile minus the direct path's at the same percentile and concurrency;
+requests per second are completed requests over the bursts' wall time.
 
     python -m benchmarks.proxy_overhead [--quick] [--litellm PATH | --skip-litellm]
 """
@@ -20,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import itertools
 import json
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +41,7 @@ import httpx2
 from summarizer.tokens import make_counter
 
 from .litellm_gateway import LITELLM_SPEC, ensure_litellm, litellm_process
-from .processes import free_port, running, serve_process
+from .processes import free_port, running, serve_process, wait_until_idle
 from .results import Floor, Section, markdown_table, percentile, print_section
 
 MODEL = "gpt-4o-mini"
@@ -97,11 +102,14 @@ class Cell:
     latencies: dict[str, list[float]] = field(default_factory=dict)
     busy: dict[str, float] = field(default_factory=dict)
     """Wall time each path spent on its requests (for requests per second)."""
+    baselines: dict[str, list[float]] = field(default_factory=dict)
+    """Per proxy, the direct latencies measured in its own rounds (default: all direct ones)."""
 
     def added(self, path: str, stat: str) -> float:
         """``path``'s latency minus the direct path's at quantile ``stat``, in seconds."""
         share = SHARES[stat]
-        return percentile(self.latencies[path], share) - percentile(self.latencies["direct"], share)
+        direct = self.baselines.get(path, self.latencies["direct"])
+        return percentile(self.latencies[path], share) - percentile(direct, share)
 
     def rps(self, path: str) -> float:
         """Completed requests per second of wall time on ``path``."""
@@ -130,19 +138,38 @@ def _send(client: httpx2.Client, target: Target, payload: bytes, stream: bool) -
 
 
 def measure_sequential(
-    targets: Sequence[Target], payload: bytes, *, cell: Cell, requests: int, warmup: int
+    targets: Sequence[Target],
+    payload: bytes,
+    *,
+    cell: Cell,
+    requests: int,
+    warmup: int,
+    quiet: Callable[[], None],
+    rounds: int = 5,
 ) -> Cell:
-    """Concurrency 1: the paths interleaved request by request, the order rotating."""
+    """Concurrency 1: each proxy against direct, interleaved request by request.
+
+    Each proxy runs in rounds of its own, alternating with the other proxy's: a server that
+    keeps working after it answers (LiteLLM logs and prices each call once it has replied) then
+    slows only the requests of its own rounds, its direct ones included, not the other proxy's.
+    """
+    direct, proxies = targets[0], targets[1:]
     with httpx2.Client(headers={"Content-Type": "application/json"}, timeout=120) as client:
         for _ in range(warmup):
             for target in targets:
                 _send(client, target, payload, cell.stream)
-        for target in targets:
-            cell.latencies[target.name] = []
-        orders = itertools.cycle(itertools.permutations(targets))
-        for _ in range(requests):
-            for target in next(orders):
-                cell.latencies[target.name].append(_send(client, target, payload, cell.stream))
+        cell.latencies = {target.name: [] for target in targets}
+        cell.baselines = {proxy.name: [] for proxy in proxies}
+        per_round = max(1, requests // rounds)
+        for index in range(rounds):
+            for proxy in proxies if index % 2 == 0 else proxies[::-1]:
+                quiet()
+                for i in range(per_round):
+                    for target in (direct, proxy) if i % 2 == 0 else (proxy, direct):
+                        latency = _send(client, target, payload, cell.stream)
+                        cell.latencies[target.name].append(latency)
+                        if target is direct:
+                            cell.baselines[proxy.name].append(latency)
     for target in targets:
         cell.busy[target.name] = sum(cell.latencies[target.name])
     return cell
@@ -181,7 +208,12 @@ async def _burst(
 
 
 async def _measure_concurrent(
-    targets: Sequence[Target], payload: bytes, cell: Cell, requests: int, rounds: int
+    targets: Sequence[Target],
+    payload: bytes,
+    cell: Cell,
+    requests: int,
+    rounds: int,
+    quiet: Callable[[], None],
 ) -> Cell:
     c = cell.concurrency
     limits = httpx2.Limits(max_connections=c, max_keepalive_connections=c)
@@ -197,6 +229,7 @@ async def _measure_concurrent(
         for index in range(rounds):
             order = list(targets) if index % 2 == 0 else list(reversed(targets))
             for target in order:
+                quiet()
                 latencies, wall = await _burst(
                     client, target, payload, cell.stream, n=per_round, c=c
                 )
@@ -206,10 +239,17 @@ async def _measure_concurrent(
 
 
 def measure_concurrent(
-    targets: Sequence[Target], payload: bytes, *, cell: Cell, requests: int, rounds: int
+    targets: Sequence[Target],
+    payload: bytes,
+    *,
+    cell: Cell,
+    requests: int,
+    rounds: int,
+    quiet: Callable[[], None],
 ) -> Cell:
-    """Concurrency > 1: alternating bursts of ``requests // rounds`` requests per path."""
-    return asyncio.run(_measure_concurrent(targets, payload, cell, requests, rounds))
+    """Concurrency > 1: alternating bursts of ``requests // rounds`` requests per path, each
+    begun once ``quiet()`` returns (the servers idle)."""
+    return asyncio.run(_measure_concurrent(targets, payload, cell, requests, rounds, quiet))
 
 
 @dataclass(frozen=True)
@@ -229,29 +269,34 @@ QUICK = Plan((1_000, 5_000), (1, 4), 8, 16, 2, 2)
 
 
 @contextmanager
-def upstream_process() -> Iterator[str]:
-    """The test upstream (``benchmarks.upstream``) in its own process; yields its ``/v1`` URL."""
+def upstream_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The test upstream (``benchmarks.upstream``) in its own process; yields its ``/v1`` URL
+    and the process."""
     port = free_port()
     command = [sys.executable, "-m", "benchmarks.upstream", "--port", str(port)]
     base = f"http://127.0.0.1:{port}/v1"
-    with running(command, ready_url=f"{base}/models", name="test upstream"):
-        yield base
+    with running(command, ready_url=f"{base}/models", name="test upstream") as process:
+        yield base, process
 
 
 def run_cells(plan: Plan, *, litellm: Path | None) -> list[Cell]:
     """Start the three servers once and measure every cell of ``plan``."""
     cells: list[Cell] = []
     with ExitStack() as stack:
-        upstream = stack.enter_context(upstream_process())
+        upstream, upstream_server = stack.enter_context(upstream_process())
         window = max(1_000_000, max(plan.sizes) * 4)
-        proxy, _ = stack.enter_context(serve_process(upstream, context_window=window))
+        proxy, proxy_server = stack.enter_context(serve_process(upstream, context_window=window))
+        servers = [upstream_server.pid, proxy_server.pid]
         auth = {"Authorization": "Bearer bench"}
         targets = [
             Target("direct", f"{upstream}/chat/completions", auth),
             Target("summarizer", f"{proxy}/chat/completions", auth),
         ]
         if litellm is not None:
-            gateway, key = stack.enter_context(litellm_process(litellm, upstream, MODEL))
+            gateway, key, gateway_server = stack.enter_context(
+                litellm_process(litellm, upstream, MODEL)
+            )
+            servers.append(gateway_server.pid)
             targets.append(
                 Target("litellm", f"{gateway}/chat/completions", {"Authorization": f"Bearer {key}"})
             )
@@ -259,6 +304,7 @@ def run_cells(plan: Plan, *, litellm: Path | None) -> list[Cell]:
             payload = json.dumps(conversation(tokens, stream=stream)).encode()
             for concurrency in plan.concurrencies:
                 cell = Cell(tokens, stream, concurrency)
+                quiet = functools.partial(wait_until_idle, servers)
                 print(
                     f"  proxy overhead: {tokens:,} tokens, stream={stream}, "
                     f"concurrency {concurrency}",
@@ -272,6 +318,7 @@ def run_cells(plan: Plan, *, litellm: Path | None) -> list[Cell]:
                         cell=cell,
                         requests=plan.sequential_requests,
                         warmup=plan.warmup,
+                        quiet=quiet,
                     )
                 else:
                     measure_concurrent(
@@ -280,6 +327,7 @@ def run_cells(plan: Plan, *, litellm: Path | None) -> list[Cell]:
                         cell=cell,
                         requests=plan.concurrent_requests,
                         rounds=plan.rounds,
+                        quiet=quiet,
                     )
                 cells.append(cell)
     return cells
@@ -341,10 +389,15 @@ def report(cells: Sequence[Cell], plan: Plan, *, litellm_spec: str | None) -> Se
             "percentile and concurrency, in milliseconds; *ratio* = summarizer's added latency "
             "over LiteLLM's (below 1 is better). Paths: direct to the test upstream (its own "
             "process, fixed one-word reply, no delay); `summarizer serve` (its own process, no "
-            f"compaction triggered); {gateway}. At concurrency 1 the paths are interleaved "
-            f"request by request ({plan.sequential_requests} requests per path after "
-            f"{plan.warmup} warm-up rounds); at higher concurrency each path runs alternating "
-            f"bursts ({plan.concurrent_requests} requests per path over {plan.rounds} rounds).",
+            f"compaction triggered); {gateway}. At concurrency 1 each proxy alternates with "
+            f"direct request by request, in rounds of its own ({plan.sequential_requests} "
+            f"requests per proxy after {plan.warmup} warm-up requests per path; LiteLLM keeps "
+            "working for about 2 ms of CPU after each 100k-token answer, which would otherwise "
+            "slow whichever request comes next), and its added latency is taken against the "
+            "direct requests of its own rounds; at higher concurrency each path runs "
+            "alternating bursts "
+            f"({plan.concurrent_requests} requests per path over {plan.rounds} rounds). Every "
+            "round and burst starts once all three servers are idle.",
             markdown_table(header, latency_rows),
             "Requests per second, each path at the same concurrency:",
             markdown_table(rps_header, rps_rows),
