@@ -85,6 +85,29 @@ class Located:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Memo:
+    """What the engine last learned of a session's checkpoints."""
+
+    checkpoint: Checkpoint | None
+    """The best checkpoint found for the session's conversation, if any."""
+    checked: int
+    """The store held nothing better for any prefix up to this many messages..."""
+    checked_hash: str
+    """...of the conversation whose prefix of ``checked`` messages hashes to this..."""
+    generation: int | None
+    """...as of this store generation (None: the store cannot tell, so it is never trusted)."""
+
+    def covers(self, chain: Sequence[str], generation: int | None) -> bool:
+        """Whether the first ``checked`` prefixes of ``chain`` need no new lookup."""
+        return (
+            generation is not None
+            and generation == self.generation
+            and 0 < self.checked <= len(chain)
+            and chain[self.checked - 1] == self.checked_hash
+        )
+
+
 class ContextEngine:
     """Decides, for each request, what to send; keeps checkpoints in a ``Store``."""
 
@@ -107,7 +130,7 @@ class ContextEngine:
         # The latest checkpoint per (namespace, session): saves a store lookup per request. Bounded
         # like the chain cache (256 conversations): a conversation evicted from that is rehashed
         # in full anyway, and the former 4,096 checkpoints (~18 KiB each) held up to 72 MiB.
-        self._latest: OrderedDict[tuple[str, str], Checkpoint] = OrderedDict()
+        self._latest: OrderedDict[tuple[str, str], _Memo] = OrderedDict()
         self._latest_lock = threading.Lock()
         self._memo_size = memo_size
 
@@ -171,9 +194,9 @@ class ContextEngine:
                 return "auto-" + chain[index][:20]
         return "auto-" + chain[0][:20]
 
-    def _remember(self, namespace: str, session: str, checkpoint: Checkpoint) -> None:
+    def _remember(self, namespace: str, session: str, memo: _Memo) -> None:
         with self._latest_lock:
-            self._latest[(namespace, session)] = checkpoint
+            self._latest[(namespace, session)] = memo
             self._latest.move_to_end((namespace, session))
             while len(self._latest) > self._memo_size:
                 self._latest.popitem(last=False)
@@ -181,8 +204,11 @@ class ContextEngine:
     def _find_checkpoint(
         self, namespace: str, session: str, chain: Sequence[str]
     ) -> Checkpoint | None:
+        # Read before the lookup: a write during it then makes the memo stale, never wrong.
+        generation = self.store.generation()
         with self._latest_lock:
-            known = self._latest.get((namespace, session))
+            memo = self._latest.get((namespace, session))
+        known = memo.checkpoint if memo is not None else None
         start = 0
         if known is not None:
             k = known.covered_count
@@ -190,11 +216,14 @@ class ContextEngine:
                 start = k  # a newer checkpoint must cover more than this one
             else:
                 known = None
+        if memo is not None and memo.covers(chain, generation):
+            # Nothing was written since these prefixes were looked up: only newer ones can match.
+            start = max(start, memo.checked)
         candidates = prefix_candidates(chain, start)
         found = self.store.find_latest(namespace, candidates) if candidates else None
         best = found if found is not None else known
-        if best is not None:
-            self._remember(namespace, session, best)
+        if chain:
+            self._remember(namespace, session, _Memo(best, len(chain), chain[-1], generation))
         return best
 
     def _view(
@@ -301,7 +330,9 @@ class ContextEngine:
             )
         checkpoint = checkpoint.model_copy(update={"tokens_after": tokens_after})
         self.store.put(checkpoint)
-        self._remember(located.namespace, located.session, checkpoint)
+        count = checkpoint.covered_count
+        memo = _Memo(checkpoint, count, checkpoint.covered_prefix_hash, self.store.generation())
+        self._remember(located.namespace, located.session, memo)
         event = CompactionEvent(
             session=located.session,
             checkpoint_id=checkpoint.id,

@@ -71,6 +71,14 @@ class Store(Protocol):
         """Record provider-reported token counts (None leaves a field as is; unknown id: no-op)."""
         ...
 
+    def generation(self) -> int | None:
+        """A number that changes whenever anything is written to the store, by this process or
+        another; None when the store cannot tell (callers then assume every call changes it).
+
+        It lets a caller that found no checkpoint for some prefixes skip asking again.
+        """
+        ...
+
     def close(self) -> None:
         """Release resources; later calls raise ``ValueError``. Closing twice is harmless."""
         ...
@@ -154,6 +162,7 @@ class MemoryStore(_Closable):
         """An empty store."""
         self._lock = threading.Lock()
         self._seq = 0
+        self._writes = 0
         # (namespace, id) -> (row, session, covered_prefix_hash, json)
         self._rows: dict[tuple[str, str], tuple[_Row, str, str, str]] = {}
         self._by_prefix: dict[tuple[str, str], set[str]] = {}
@@ -174,6 +183,12 @@ class MemoryStore(_Closable):
             row = _Row(checkpoint.covered_count, checkpoint.created_at, seq)
             self._rows[key] = (row, checkpoint.session, checkpoint.covered_prefix_hash, body)
             self._by_prefix.setdefault((key[0], checkpoint.covered_prefix_hash), set()).add(key[1])
+            self._writes += 1
+
+    def generation(self) -> int | None:
+        """Changes with every write (see ``Store``)."""
+        with self._lock:
+            return self._writes
 
     def get(self, namespace: str, checkpoint_id: str) -> Checkpoint | None:
         """The checkpoint with this id in ``namespace``, or None."""
@@ -225,6 +240,7 @@ class MemoryStore(_Closable):
                 return
             checkpoint = Checkpoint.model_validate_json(entry[3]).model_copy(update=update)
             self._rows[key] = (entry[0], entry[1], entry[2], checkpoint.model_dump_json())
+            self._writes += 1
 
     def close(self) -> None:
         """Drop every checkpoint; later calls raise ``ValueError``."""
@@ -287,6 +303,7 @@ class SQLiteStore(_Closable):
             fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
             os.close(fd)
         self._lock = threading.Lock()
+        self._writes = 0
         self._conn = sqlite3.connect(
             self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
@@ -369,6 +386,15 @@ class SQLiteStore(_Closable):
             self._check_open()
             with self._transaction():
                 self._conn.execute(sql, params)
+            self._writes += 1
+
+    def generation(self) -> int | None:
+        """Changes with every write, this connection's or another's (``PRAGMA data_version``
+        tracks the others)."""
+        with self._lock:
+            self._check_open()
+            (others,) = self._conn.execute("PRAGMA data_version").fetchone()
+            return (int(others) << 40) + self._writes
 
     def get(self, namespace: str, checkpoint_id: str) -> Checkpoint | None:
         """The checkpoint with this id in ``namespace``, or None."""
@@ -448,6 +474,7 @@ class SQLiteStore(_Closable):
                         "UPDATE checkpoints SET body = ? WHERE namespace = ? AND id = ?",
                         (checkpoint.model_dump_json(), namespace, checkpoint_id),
                     )
+            self._writes += 1
 
     def close(self) -> None:
         """Close the connection; later calls raise ``ValueError``. Closing twice is harmless."""

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import gc
 import inspect
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from summarizer import ContextManager
 from summarizer.caches import ChainCache
+from summarizer.checkpoints import Checkpoint
 from summarizer.engine import ContextEngine
 from summarizer.results import SummarizeCall, SummaryOutcome
+from summarizer.stores import MemoryStore, SQLiteStore
 
 
 def summarize(call: SummarizeCall) -> SummaryOutcome:
@@ -73,3 +77,53 @@ def test_session_locks_are_not_kept_once_no_request_holds_them() -> None:
     compact_sessions(context, 30)
     gc.collect()
     assert len(context._locks) == 0
+
+
+class CountingStore(MemoryStore):
+    """A memory store that records how many prefixes each lookup asked about."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[int] = []
+
+    def find_latest(self, namespace: str, prefix_hashes: Mapping[str, int]) -> Checkpoint | None:
+        self.asked.append(len(prefix_hashes))
+        return super().find_latest(namespace, prefix_hashes)
+
+
+def growing(turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the bug."},
+    ]
+    for turn in range(turns):
+        messages += [
+            {"role": "assistant", "content": f"step {turn}"},
+            {"role": "user", "content": f"ok {turn}"},
+        ]
+    return messages
+
+
+def test_prefixes_already_looked_up_are_not_asked_again_while_the_store_is_unchanged() -> None:
+    store = CountingStore()
+    context = ContextManager(summarizer=summarize, store=store, context_window=100_000)
+    context.prepare(growing(10), model="gpt-4o")
+    context.prepare(growing(11), model="gpt-4o")
+    assert store.asked == [22, 2]  # the second lookup asks only about its two new messages
+
+
+def test_a_checkpoint_written_by_another_process_is_still_found(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    # This process sees the whole conversation first (a window it fits in): nothing stored.
+    mine = ContextManager(summarizer=summarize, store=path, context_window=100_000)
+    messages = session(1)
+    assert not mine.prepare(messages, model="gpt-4o").rewritten
+    # Another process, on its own connection, compacts that same conversation.
+    theirs = ContextManager(summarizer=summarize, store=SQLiteStore(path), **CONFIG)
+    stored = theirs.prepare(messages, model="gpt-4o")
+    assert stored.compacted
+    # Its checkpoint covers prefixes this process already looked up: the store's generation
+    # changed, so they are looked up again.
+    again = mine.prepare([*messages, {"role": "user", "content": "next"}], model="gpt-4o")
+    assert again.rewritten and again.checkpoint_id == stored.checkpoint_id
+    assert not again.compacted

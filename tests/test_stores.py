@@ -585,3 +585,28 @@ def test_sqlite_threads_with_separate_connections(sqlite_path: Path) -> None:
     assert errors == []
     with SQLiteStore(sqlite_path) as store:
         assert all(len(store.list_session("ns-a", f"c{n}")) == 20 for n in range(4))
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def test_generation_changes_with_every_write_and_only_then(harness: Harness) -> None:
+    store = harness.store
+    raw = conversation(6)
+    first = store.generation()
+    assert first is not None
+    store.find_latest("ns-a", {prefix_chain(raw)[-1]: 6})
+    assert store.generation() == first  # reads change nothing
+    checkpoint = make(raw, 4)
+    store.put(checkpoint)
+    second = store.generation()
+    assert second != first
+    store.update_reported("ns-a", checkpoint.id, reported_tokens_after=180)
+    assert store.generation() != second
+
+
+def test_sqlite_generation_sees_another_connections_writes(sqlite_path: Path) -> None:
+    with SQLiteStore(sqlite_path) as mine, SQLiteStore(sqlite_path) as theirs:
+        before = mine.generation()
+        theirs.put(make(conversation(6), 4))
+        assert mine.generation() != before
