@@ -46,7 +46,11 @@ from summarizer.config import Budget, CompactionConfig, resolve_budget
 from summarizer.dataset import load_dataset
 from summarizer.engine import ContextEngine, Located, drive_sync
 from summarizer.evaluation.engine_strategies import from_scratch_request
-from summarizer.evaluation.mechanical import drop_oldest_units, mask_tool_outputs
+from summarizer.evaluation.mechanical import (
+    drop_oldest_units,
+    largest_fitting,
+    mask_tool_outputs,
+)
 from summarizer.messages import Message
 from summarizer.results import CompactionEvent, SummarizeCall, SummaryOutcome
 from summarizer.stores import MemoryStore
@@ -350,16 +354,7 @@ class _Masker:
         def fits(keep: int) -> bool:
             return self.size(active, self.cutoff(active, end, keep), fixed) <= limit
 
-        low, high = 0, most
-        if not fits(low):
-            return None
-        while low < high:
-            middle = (low + high + 1) // 2
-            if fits(middle):
-                low = middle
-            else:
-                high = middle - 1
-        return low
+        return largest_fitting(most, fits)
 
     def drop(
         self, active: Sequence[int], cut: int, fixed: AbstractSet[int], target: int

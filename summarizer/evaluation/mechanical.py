@@ -16,7 +16,7 @@ touched.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..dataset import Case
@@ -74,6 +74,23 @@ def drop_oldest_units(
         total -= sum(counter.count_message(messages[i]) for i in unit.indices)
     kept = [messages[i] for u, unit in enumerate(units) if u not in dropped for i in unit.indices]
     return kept, len(dropped)
+
+
+def largest_fitting(most: int, fits: Callable[[int], bool]) -> int | None:
+    """The largest ``n`` in ``0..most`` with ``fits(n)``, or None when not even 0 fits.
+
+    ``fits`` must hold up to some ``n`` and fail beyond it (found by bisection).
+    """
+    low, high = 0, most
+    if not fits(low):
+        return None
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def assistant_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -147,20 +164,14 @@ class Masking(OneRowPerCase):
         def fits(keep: int) -> bool:
             return request_tokens(job.counter, masked(keep), job.tools) <= job.budget_tokens
 
-        # Tokens grow with M, so the largest M that fits is found by bisection.
-        low, high = 0, len(assistant_turns(messages))
-        if not fits(low):
+        # Tokens grow with M.
+        keep = largest_fitting(len(assistant_turns(messages)), fits)
+        if keep is None:
             kept, dropped = drop_oldest_units(
                 masked(0), budget_tokens=job.budget_tokens, counter=job.counter, tools=job.tools
             )
             return finish(job, kept, notes=["keep_turns=0", f"dropped_units={dropped}"])
-        while low < high:
-            middle = (low + high + 1) // 2
-            if fits(middle):
-                low = middle
-            else:
-                high = middle - 1
-        return finish(job, masked(low), notes=[f"keep_turns={low}"])
+        return finish(job, masked(keep), notes=[f"keep_turns={keep}"])
 
 
 class Given:
