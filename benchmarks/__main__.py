@@ -1,6 +1,6 @@
 """Run every benchmark section and write ``benchmarks/RESULTS.md``.
 
-python -m benchmarks                 # all five sections, about 15 minutes on 2 cores
+python -m benchmarks                 # all five sections, about 8 minutes on 2 cores
 python -m benchmarks --quick         # smoke mode: every code path, tiny sizes
 python -m benchmarks --only 1,3      # some sections
 """
