@@ -1,6 +1,6 @@
 """LiteLLM's proxy, the most used Python gateway, set up as a plain pass-through for comparison.
 
-LiteLLM runs from its own virtualenv: its ``[proxy]`` extra pins ``openai<3``, which this
+LiteLLM runs from its own virtualenv: the release used requires ``openai<3``, which this
 project's ``openai>=3.50`` rules out, so it cannot share the project's environment (users run it
 as its own service anyway). The virtualenv is made on first use, from the package index pip is
 configured with, at ``benchmarks/.litellm-venv``; ``--litellm PATH`` uses an existing ``litellm``
