@@ -256,6 +256,15 @@ class ChatHandler:
         finally:
             self._resume()
 
+    async def _read(self, response: httpx2.Response) -> bytes:
+        """The whole body of an upstream response (not proxy time), then the connection back."""
+        self._pause()
+        try:
+            return await response.aread()
+        finally:
+            await response.aclose()
+            self._resume()
+
     async def send_with_retry(self) -> tuple[httpx2.Response | Response, bytes | None]:
         """Send; on ``context_length_exceeded`` compact harder and send once more.
 
@@ -266,12 +275,7 @@ class ChatHandler:
             response = await self.send()
             if not isinstance(response, httpx2.Response) or response.is_success:
                 return response, None
-            self._pause()
-            try:
-                content = await response.aread()
-            finally:
-                await response.aclose()
-                self._resume()
+            content = await self._read(response)
             self.state.metrics.upstream_errors.labels(str(response.status_code)).inc()
             if (
                 attempt == 1
@@ -295,12 +299,7 @@ class ChatHandler:
             self._finish()
             return response
         if content is None:
-            self._pause()
-            try:
-                content = await response.aread()
-            finally:
-                await response.aclose()
-                self._resume()
+            content = await self._read(response)
             if response.is_success:
                 self.observe(_usage_of_completion(content))
         headers = {
