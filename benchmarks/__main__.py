@@ -18,6 +18,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 from . import cache_cost, prepare_scaling, proxy_memory, proxy_overhead, quality
 from .results import Floor, Section, markdown_table
@@ -157,11 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
     out_dir = args.out.resolve().parent
     out_dir.mkdir(parents=True, exist_ok=True)
-    runners: list[tuple[str, str, str, Callable[[], Section]]] = [
+    runners: list[tuple[str, ModuleType, Callable[[], Section]]] = [
         (
             "1",
-            "1. Proxy overhead, against LiteLLM's proxy",
-            "python -m benchmarks.proxy_overhead",
+            proxy_overhead,
             lambda: proxy_overhead.run(
                 quick=args.quick,
                 out_dir=out_dir,
@@ -170,28 +170,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 litellm_spec=args.litellm_spec,
             ),
         ),
-        (
-            "2",
-            "2. Cost of preparing a turn as the session grows",
-            "python -m benchmarks.prepare_scaling",
-            lambda: prepare_scaling.run(quick=args.quick, out_dir=out_dir),
-        ),
-        (
-            "3",
-            "3. What compaction costs with provider caches",
-            "python -m benchmarks.cache_cost",
-            lambda: cache_cost.run(quick=args.quick, out_dir=out_dir),
-        ),
-        (
-            "4",
-            "4. Memory",
-            "python -m benchmarks.proxy_memory",
-            lambda: proxy_memory.run(quick=args.quick, out_dir=out_dir),
-        ),
+        ("2", prepare_scaling, lambda: prepare_scaling.run(quick=args.quick, out_dir=out_dir)),
+        ("3", cache_cost, lambda: cache_cost.run(quick=args.quick, out_dir=out_dir)),
+        ("4", proxy_memory, lambda: proxy_memory.run(quick=args.quick, out_dir=out_dir)),
         (
             "5",
-            "5. Quality",
-            "python -m benchmarks.quality",
+            quality,
             lambda: quality.run(
                 quick=args.quick, out_dir=out_dir, upstream=args.upstream, model=args.model
             ),
@@ -202,18 +186,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     clock = time.monotonic()
     sections: list[Section] = []
     failures = 0
-    for number, title, command, run in runners:
+    for number, module, run in runners:
         if number not in wanted:
             continue
-        print(f"§{number} {title.split('. ', 1)[1]}…", file=sys.stderr, flush=True)
+        print(f"§{number} {module.TITLE}…", file=sys.stderr, flush=True)
         began = time.monotonic()
         try:
             section = run()
         except Exception as exc:  # one failed section must not lose the others' figures
             traceback.print_exc()
-            section = failed_section(title, command, exc)
+            section = failed_section(module.TITLE, module.COMMAND, exc)
             failures += 1
-        section.title = title  # numbered here, so the modules' titles need not be
+        section.title = f"{number}. {section.title}"
         section.seconds = time.monotonic() - began
         sections.append(section)
     command = "python -m benchmarks " + shlex.join(sys.argv[1:] if argv is None else argv)

@@ -76,6 +76,9 @@ from .cache_replay import (
 )
 from .results import Floor, Section, markdown_table, print_section
 
+TITLE = "What compaction costs with provider caches"
+COMMAND = "python -m benchmarks.cache_cost"
+
 DATASET = Path(__file__).resolve().parent.parent / "datasets" / "coding-sessions.jsonl"
 """The shipped evaluation dataset (20 cases)."""
 DATASET_WINDOW = 16_000
@@ -517,8 +520,8 @@ def run(*, quick: bool, out_dir: Path) -> Section:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / RESULTS_FILE).write_text(json.dumps(to_json(corpora), separators=(",", ":")) + "\n")
     return Section(
-        title="3. What compaction costs with provider caches",
-        command="python -m benchmarks.cache_cost",
+        title=TITLE,
+        command=COMMAND,
         body=report(corpora, models),
         floors=floors(corpora, models),
         files=[RESULTS_FILE],

@@ -49,6 +49,9 @@ from summarizer.tokens import TiktokenCounter, encoding_for_model
 
 from .results import Floor, Section, markdown_table, percentile, print_section
 
+TITLE = "Cost of preparing a turn as the session grows"
+COMMAND = "python -m benchmarks.prepare_scaling"
+
 MODEL = "gpt-4o"
 FULL_TURNS = 1_000
 QUICK_TURNS = 60
@@ -483,8 +486,8 @@ def run(*, quick: bool, out_dir: Path, turns: int | None = None) -> Section:
     (out_dir / CHART).write_text(chart(measured, title=title), encoding="utf-8")
     body, floors = report(measured, quick=quick, window_note=window_note, seconds=seconds)
     return Section(
-        title="Cost of preparing a turn as the session grows",
-        command="python -m benchmarks.prepare_scaling",
+        title=TITLE,
+        command=COMMAND,
         body=body,
         floors=floors,
         files=[CHART],

@@ -66,6 +66,9 @@ from summarizer.tokens import TiktokenCounter, make_counter
 from .processes import rss_bytes, serve_process
 from .results import Floor, Section, markdown_table, print_section
 
+TITLE = "Memory"
+COMMAND = "python -m benchmarks.proxy_memory"
+
 MODEL = "gpt-4o-mini"
 KEYS = ("bench-memory-key-0", "bench-memory-key-1", "bench-memory-key-2", "bench-memory-key-3")
 """Session ``i`` is sent with ``KEYS[i % 4]``: four credential namespaces in one store."""
@@ -825,8 +828,8 @@ def run(
     figures = measure(counts=counts, tokens=tokens, footprint_sessions=footprint_sessions)
     found = floors(figures, counts)
     return Section(
-        title="Memory",
-        command="python -m benchmarks.proxy_memory",
+        title=TITLE,
+        command=COMMAND,
         body=report(figures, counts),
         floors=found,
     )

@@ -44,6 +44,9 @@ from .litellm_gateway import LITELLM_SPEC, ensure_litellm, litellm_process
 from .processes import free_port, running, serve_process, wait_until_idle
 from .results import Floor, Section, markdown_table, percentile, print_section
 
+TITLE = "Proxy overhead, against LiteLLM's proxy"
+COMMAND = "python -m benchmarks.proxy_overhead"
+
 MODEL = "gpt-4o-mini"
 PATHS = ("direct", "summarizer", "litellm")
 
@@ -404,8 +407,8 @@ def report(cells: Sequence[Cell], plan: Plan, *, litellm_spec: str | None) -> Se
         ]
     )
     return Section(
-        title="1. Proxy overhead, against LiteLLM's proxy",
-        command="python -m benchmarks.proxy_overhead",
+        title=TITLE,
+        command=COMMAND,
         body=body,
         floors=floors(cells, has_litellm=has_litellm),
     )

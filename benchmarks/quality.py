@@ -22,6 +22,9 @@ from summarizer.evaluation.strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIE
 
 from .results import Section, print_section
 
+TITLE = "Quality"
+COMMAND = "python -m benchmarks.quality"
+
 DATASET = Path(__file__).resolve().parent.parent / "datasets" / "coding-sessions.jsonl"
 BUDGET = 0.3
 QUICK_CASES = 3
@@ -76,7 +79,7 @@ def run(
             markdown_table(kinds_table(aggregates)),
         ]
     )
-    return Section(title="5. Quality", command="python -m benchmarks.quality", body=body)
+    return Section(title=TITLE, command=COMMAND, body=body)
 
 
 def main() -> None:
