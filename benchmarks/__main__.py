@@ -24,6 +24,7 @@ from . import cache_cost, prepare_scaling, proxy_memory, proxy_overhead, quality
 from .results import Floor, Section, markdown_table
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
+SECTIONS = frozenset({"1", "2", "3", "4", "5"})
 
 
 def machine() -> str:
@@ -156,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     proxy_overhead.add_litellm_arguments(parser)
     args = parser.parse_args(argv)
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
+    if not wanted or not wanted <= SECTIONS:
+        # Before anything runs: a bad --only must not overwrite RESULTS.md with nothing.
+        parser.error(f"--only takes section numbers from 1 to 5, got {args.only!r}")
     out_dir = args.out.resolve().parent
     out_dir.mkdir(parents=True, exist_ok=True)
     runners: list[tuple[str, ModuleType, Callable[[], Section]]] = [

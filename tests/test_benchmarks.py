@@ -40,3 +40,19 @@ def test_quick_mode_runs_every_section(tmp_path: Path) -> None:
     assert "litellm +median ms" in text  # LiteLLM was measured, not skipped
     assert "| not judged |" in text and "| met |" not in text
     assert (tmp_path / "prepare_scaling.svg").read_text().startswith("<svg")
+
+
+@pytest.mark.parametrize("only", ["9", "", "1,x"])
+def test_an_unknown_section_is_refused_before_anything_is_written(
+    tmp_path: Path, only: str
+) -> None:
+    out = tmp_path / "RESULTS.md"
+    finished = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--only", only, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert finished.returncode == 2
+    assert "--only takes section numbers from 1 to 5" in finished.stderr
+    assert not out.exists()
