@@ -52,6 +52,7 @@ from summarizer.evaluation.mechanical import (
     mask_tool_outputs,
 )
 from summarizer.messages import Message
+from summarizer.planner import ViewItem
 from summarizer.results import CompactionEvent, SummarizeCall, SummaryOutcome
 from summarizer.stores import MemoryStore
 from summarizer.testing import ScriptedToolAgent
@@ -201,29 +202,34 @@ def stand_in_summary(tokens: int, label: str) -> str:
 
 
 class _StandInModel:
-    """Answers the engine's summary calls with a stand-in summary, and keeps the calls."""
+    """Answers the engine's summary calls with a stand-in summary of ``tokens`` tokens (or the
+    request's cap, when that is lower, as a model that keeps to it would), and keeps the calls
+    with what each wrote."""
 
     def __init__(self, session: str, tokens: int) -> None:
         self.session = session
         self.tokens = tokens
         self.calls: list[SummarizeCall] = []
+        self.written: list[int] = []
 
     def __call__(self, call: SummarizeCall) -> SummaryOutcome:
         self.calls.append(call)
-        text = stand_in_summary(self.tokens, f"summary {len(self.calls)} of {self.session}")
-        return SummaryOutcome(text=text, finish_reason="stop", completion_tokens=self.tokens)
+        cap = call.body.get("max_completion_tokens") or call.body.get("max_tokens")
+        tokens = min(self.tokens, cap) if isinstance(cap, int) else self.tokens
+        self.written.append(tokens)
+        text = stand_in_summary(tokens, f"summary {len(self.calls)} of {self.session}")
+        return SummaryOutcome(text=text, finish_reason="stop", completion_tokens=tokens)
 
 
 def replaced_span(located: Located, event: CompactionEvent) -> list[Message]:
-    """The view messages a compaction replaced: neither kept before the summary nor in the
-    verbatim tail (an earlier summary is always among them)."""
-    kept = set(event.kept_indices)
-    covered = event.cut[1]
-    return [
-        item.message
-        for item in located.view
-        if item.raw_index is None or (item.raw_index not in kept and item.raw_index < covered)
-    ]
+    """The view messages a compaction replaced: those inside the raw ranges its new summaries
+    stand for (an earlier summary folded into a new one among them)."""
+
+    def inside(item: ViewItem) -> bool:
+        start = item.raw_range[0]
+        return any(low <= start < high for low, high in event.replaced)
+
+    return [item.message for item in located.view if inside(item)]
 
 
 def agent_breakpoints(messages: Sequence[Message], raw_ids: set[int]) -> tuple[int, ...]:
@@ -261,12 +267,10 @@ def replay_engine(
             own.compactions += 1
             scratch.compactions += 1
             calls = model.calls[first_call:]
-            for call in calls:
+            for call, written in zip(calls, model.written[first_call:], strict=True):
                 sent = call.body["messages"]
                 own.requests.append(
-                    SentRequest(
-                        "summary", sent, call.body.get("tools"), summary_tokens, (len(sent),)
-                    )
+                    SentRequest("summary", sent, call.body.get("tools"), written, (len(sent),))
                 )
             if calls and result.event is not None:
                 body = from_scratch_request(

@@ -18,10 +18,12 @@ from .model_limits import ModelLimits, lookup_limits
 
 
 class PinRule(BaseModel):
-    """Keep every message matching this rule verbatim (with its whole unit).
+    """Keep the newest ``keep`` messages matching this rule verbatim (each with its whole unit).
 
     A rule matches when *all* its set fields match: ``role`` (exact), ``tool`` (a tool name the
     message calls or answers), ``pattern`` (a regular expression searched in the message text).
+    Older matches are summarized like any other turn, so a pinned tool called on every turn
+    cannot fill the window.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -29,6 +31,8 @@ class PinRule(BaseModel):
     role: str | None = None
     tool: str | None = None
     pattern: str | None = None
+    keep: int = Field(default=1, ge=1)
+    """How many of the newest matching units stay verbatim."""
 
     @model_validator(mode="after")
     def _not_empty(self) -> PinRule:

@@ -5,14 +5,22 @@
 ``SummaryOutcome`` back. ``drive_sync`` and ``drive_async`` are the two small drivers that perform
 those calls, so sync and async callers share every decision.
 
-The invariant it keeps: between two compactions, the messages it returns for a growing
-conversation are append-only (each request's messages begin with the previous request's messages,
-byte for byte), because every request is rewritten from the same stored checkpoint.
+The invariants it keeps:
+
+- a checkpoint applies only to the conversation it was computed from and to its extensions (see
+  ``checkpoints``): a fork, an edited turn or another tenant's conversation never gets it;
+- between two compactions, the messages it returns for a growing conversation are append-only
+  (each request's messages begin with the previous request's messages, byte for byte), because
+  every request is rewritten from the same stored checkpoint;
+- what it returns keeps the raw order of everything kept, every system/developer message, the
+  latest user message and every tool pair, and fits the usable window (or it raises
+  ``BudgetExceeded``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -21,13 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .caches import ChainCache
-from .checkpoints import Checkpoint
+from .checkpoints import Checkpoint, Slot
 from .config import Budget, CompactionConfig, requested_output_tokens, resolve_budget
 from .errors import BudgetExceeded, SummaryFailed
-from .facts import Fact, extract_facts, merge_ledger, render_ledger, score_summary
-from .messages import Message, message_digest, validate_messages
-from .planner import Plan, ViewItem, plan_compaction, summary_request_end
-from .prompts import render_prompt
+from .facts import Fact
+from .messages import Message, first_index, message_digest, validate_messages
+from .planner import Plan, ViewItem, plan_compaction
 from .results import (
     CompactionEvent,
     PrepareResult,
@@ -37,21 +44,18 @@ from .results import (
     Trigger,
 )
 from .stores import Store, prefix_candidates
-from .summary_request import (
-    build_summary_request,
-    cut_at_sentence,
-    strict_instruction,
-    summary_instruction,
-    summary_message,
-    summary_problem,
-)
+from .summaries import FRAME_TOKENS, RunRequest, RunSummary, anchor_of, summarize_run
 from .tokens import REPLY_PRIMING_TOKENS, Calibration, TokenCounter, make_counter
 
 logger = logging.getLogger("summarizer")
 
 Steps = Generator[SummarizeCall, SummaryOutcome, PrepareResult]
-FRAME_TOKENS = 120
-"""Allowance for the summary message's framing text and overhead."""
+MIN_SUMMARY_CAP = 256
+"""The smallest completion cap a summary is asked for when the window is tight."""
+MIN_LEDGER_TOKENS = 64
+"""The smallest fact ledger kept beside a summary when the window is tight."""
+OVERFLOW_MARGIN = 0.85
+"""After the provider refused a request as too long, the retry must fit in this share of it."""
 
 
 @dataclass
@@ -108,6 +112,12 @@ class _Memo:
         )
 
 
+def _extends(chain: Sequence[str], checkpoint: Checkpoint) -> bool:
+    """Whether the conversation hashed by ``chain`` begins with the checkpoint's basis."""
+    k = checkpoint.basis_count
+    return checkpoint.applicable and k <= len(chain) and chain[k - 1] == checkpoint.basis_hash
+
+
 class ContextEngine:
     """Decides, for each request, what to send; keeps checkpoints in a ``Store``."""
 
@@ -148,8 +158,8 @@ class ContextEngine:
     ) -> Located:
         """Validate ``messages``, find their checkpoint and measure the resulting view.
 
-        ``namespace`` (default: the engine's own) scopes sessions and checkpoints, e.g. to one
-        credential; nothing is ever found across namespaces.
+        ``namespace`` (default: the engine's own) scopes sessions, checkpoints and calibration,
+        e.g. to one credential; nothing is ever found across namespaces.
         """
         namespace = self.namespace if namespace is None else namespace
         raw = list(messages) if not isinstance(messages, list) else messages
@@ -185,7 +195,7 @@ class ContextEngine:
             view=view,
             fixed_tokens=fixed,
             raw_tokens=raw_tokens,
-            calibrated_tokens=self.calibration.apply(model, raw_tokens),
+            calibrated_tokens=self.calibration.apply(model, raw_tokens, namespace),
         )
 
     def _derive_session(self, raw: Sequence[Message], chain: Sequence[str]) -> str:
@@ -211,16 +221,17 @@ class ContextEngine:
         known = memo.checkpoint if memo is not None else None
         start = 0
         if known is not None:
-            k = known.covered_count
-            if k <= len(chain) and chain[k - 1] == known.covered_prefix_hash:
-                start = k  # a newer checkpoint must cover more than this one
+            if _extends(chain, known):
+                start = known.basis_count  # a newer checkpoint must have a longer basis
             else:
-                known = None
+                known = None  # another branch of the session (a fork) was seen last
         if memo is not None and memo.covers(chain, generation):
             # Nothing was written since these prefixes were looked up: only newer ones can match.
             start = max(start, memo.checked)
         candidates = prefix_candidates(chain, start)
         found = self.store.find_latest(namespace, candidates) if candidates else None
+        if found is not None and not _extends(chain, found):
+            found = None  # a store must never return another conversation's; be sure anyway
         best = found if found is not None else known
         if chain:
             self._remember(namespace, session, _Memo(best, len(chain), chain[-1], generation))
@@ -233,20 +244,21 @@ class ContextEngine:
         checkpoint: Checkpoint | None,
         counter: TokenCounter,
     ) -> list[ViewItem]:
-        def item(index: int | None) -> ViewItem:
-            if index is None:
-                assert checkpoint is not None and checkpoint.summary_message is not None
-                message = checkpoint.summary_message
-                digest = message_digest(message)
-            elif checkpoint is not None and index in checkpoint.overrides:
-                message = checkpoint.overrides[index]
-                digest = message_digest(message)
-            else:
-                message, digest = raw[index], digests[index]
-            return ViewItem(message, index, counter.count_message(message, digest=digest))
+        def item(entry: int | Slot) -> ViewItem:
+            if isinstance(entry, Slot):
+                message = entry.message
+                tokens = counter.count_message(message, digest=message_digest(message))
+                return ViewItem(message, None, tokens, replaces=(entry.start, entry.end))
+            override = checkpoint.overrides.get(entry) if checkpoint is not None else None
+            if override is not None:
+                digest = message_digest(override)
+                return ViewItem(override, entry, counter.count_message(override, digest=digest))
+            tokens = counter.count_message(raw[entry], digest=digests[entry])
+            return ViewItem(raw[entry], entry, tokens)
 
-        layout = checkpoint.layout(len(raw)) if checkpoint is not None else range(len(raw))
-        return [item(i) for i in layout]
+        if checkpoint is None:
+            return [item(i) for i in range(len(raw))]
+        return [item(entry) for entry in checkpoint.layout(len(raw))]
 
     # -- deciding -----------------------------------------------------------------------------
 
@@ -271,93 +283,76 @@ class ContextEngine:
         started = time.monotonic()
         config = self.config
         budget = located.budget
-        ratio = self.calibration.ratio(located.model)
-        target = budget.target_tokens
+        ratio = self.calibration.ratio(located.model, located.namespace)
+        limit, trigger_tokens, target = budget.usable, budget.trigger_tokens, budget.target_tokens
+        window: int | None = budget.context_window
         if trigger == "context_length_exceeded":
-            target = target // 2
-        plan = plan_compaction(
-            located.view,
-            fixed_tokens=located.fixed_tokens,
-            summary_tokens=config.max_summary_tokens + config.ledger_max_tokens + FRAME_TOKENS,
-            trigger_tokens=int(budget.trigger_tokens / ratio),
-            target_tokens=int(target / ratio),
-            keep_recent_tokens=config.keep_recent_tokens,
-            pins=config.pin,
-            count=located.counter.count_message,
-            prompt_version=config.prompt_version,
-        )
-        previous = located.checkpoint
-        ledger = self._ledger(located, plan)
-        summary_text: str | None = None
-        failure: str | None = None
-        score: float | None = None
-        outcome: SummaryOutcome | None = None
-        if plan.needs_summary:
-            summary_text, score, failure, outcome = yield from self._summarize(
-                located, plan, ledger, trigger
+            # The provider refused what we counted as fitting: the real window is smaller than
+            # our figures say, by an unknown amount.
+            limit = min(limit, int(located.calibrated_tokens * OVERFLOW_MARGIN))
+            trigger_tokens, target, window = (
+                min(trigger_tokens, limit),
+                min(target, limit // 2),
+                None,
             )
-            if summary_text is None:
-                if config.on_failure == "raise":
-                    raise SummaryFailed(f"summarization failed: {failure}")
-                # After context_length_exceeded the upstream has said it does not fit.
-                if trigger == "threshold" and located.calibrated_tokens <= budget.usable:
-                    logger.warning(
-                        "summary failed (%s); request sent unchanged since it still fits", failure
-                    )
-                    return self.unchanged(located)
-                summary_text = render_prompt(
-                    "fallback_summary",
-                    config.prompt_version,
-                    reason=failure,
-                    message_count=len(plan.span),
-                    original_tokens=sum(located.view[i].tokens for i in plan.span),
+        cap, ledger_cap = config.max_summary_tokens, config.ledger_max_tokens
+        smallest = min(cap, MIN_SUMMARY_CAP) + min(ledger_cap, MIN_LEDGER_TOKENS) + FRAME_TOKENS
+        try:
+            plan = plan_compaction(
+                located.view,
+                fixed_tokens=located.fixed_tokens,
+                summary_tokens=cap + ledger_cap + FRAME_TOKENS,
+                min_summary_tokens=smallest,
+                limit_tokens=int(limit / ratio),
+                trigger_tokens=int(trigger_tokens / ratio),
+                target_tokens=int(target / ratio),
+                keep_recent_tokens=config.keep_recent_tokens,
+                pins=config.pin,
+                count=located.counter.count_message,
+                prompt_version=config.prompt_version,
+            )
+        except BudgetExceeded as exc:
+            raise _calibrated(exc, ratio, limit, budget) from None
+        if not plan.runs and not plan.overrides:
+            return self.unchanged(located)  # nothing to compact; it fits the window as it is
+        summaries = yield from self._summarize(located, plan, ratio, window, trigger)
+        failures = [s.slot.failure for s in summaries if s.slot.failure]
+        if failures:
+            if config.on_failure == "raise":
+                raise SummaryFailed(f"summarization failed: {failures[0]}")
+            # After context_length_exceeded the upstream has said it does not fit.
+            if trigger == "threshold" and located.calibrated_tokens <= budget.usable:
+                logger.warning(
+                    "summary failed (%s); request sent unchanged since it still fits", failures[0]
                 )
-                score = None
-        checkpoint = self._checkpoint(located, plan, summary_text, ledger, score, failure, trigger)
-        new_view = self._view(
-            located.messages,
-            located.digests,
-            checkpoint,
-            located.counter,
-        )
+                return self.unchanged(located)
+        checkpoint = self._checkpoint(located, plan, summaries, trigger, failures)
+        new_view = self._view(located.messages, located.digests, checkpoint, located.counter)
         tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
-        tokens_after = self.calibration.apply(located.model, tokens_after_raw)
-        if tokens_after > budget.usable:
+        tokens_after = self.calibration.apply(located.model, tokens_after_raw, located.namespace)
+        if tokens_after > limit:
             raise BudgetExceeded(
                 required_tokens=tokens_after,
-                budget_tokens=budget.usable,
+                budget_tokens=limit,
                 detail="the compacted request would not leave room for the reply",
             )
         checkpoint = checkpoint.model_copy(update={"tokens_after": tokens_after})
         self.store.put(checkpoint)
-        count = checkpoint.covered_count
-        memo = _Memo(checkpoint, count, checkpoint.covered_prefix_hash, self.store.generation())
-        self._remember(located.namespace, located.session, memo)
-        event = CompactionEvent(
-            session=located.session,
-            checkpoint_id=checkpoint.id,
-            trigger=trigger,
-            tokens_before=located.calibrated_tokens,
-            tokens_after=tokens_after,
-            summary=summary_text or "",
-            ledger_size=len(ledger),
-            score=score,
-            latency_s=time.monotonic() - started,
-            cut=(previous.covered_count if previous else 0, checkpoint.covered_count),
-            kept_indices=list(checkpoint.kept_indices),
-            degraded=list(plan.degraded),
-            failure=failure,
-            summary_prompt_tokens=outcome.prompt_tokens if outcome else None,
-            summary_cached_tokens=outcome.cached_tokens if outcome else None,
+        memo = _Memo(
+            checkpoint, checkpoint.basis_count, checkpoint.basis_hash, self.store.generation()
         )
+        self._remember(located.namespace, located.session, memo)
+        event = self._event(located, checkpoint, summaries, plan, trigger, started)
         logger.info(
-            "compacted session %s: %d -> %d tokens, score %s, trigger %s%s",
+            "compacted session %s: %d -> %d tokens in %d summar%s, score %s, trigger %s%s",
             located.session,
             event.tokens_before,
             event.tokens_after,
-            "n/a" if score is None else f"{score:.2f}",
+            len(summaries),
+            "y" if len(summaries) == 1 else "ies",
+            "n/a" if event.score is None else f"{event.score:.2f}",
             trigger,
-            f", failure: {failure}" if failure else "",
+            f", failure: {event.failure}" if event.failure else "",
         )
         if self.on_compaction is not None:
             self.on_compaction(event)
@@ -372,155 +367,145 @@ class ContextEngine:
             event=event,
         )
 
-    def _ledger(self, located: Located, plan: Plan) -> list[Fact]:
-        previous = (
-            [Fact.model_validate(f) for f in located.checkpoint.ledger]
-            if (located.checkpoint)
-            else []
-        )
-        raw_span = [
-            located.messages[index]
-            for i in plan.span
-            if (index := located.view[i].raw_index) is not None
-        ]
-        return merge_ledger(
-            previous,
-            extract_facts(raw_span),
-            max_tokens=self.config.ledger_max_tokens,
-            count_tokens=located.counter.count_text,
-        )
-
     def _summarize(
-        self, located: Located, plan: Plan, ledger: list[Fact], trigger: Trigger
-    ) -> Generator[
-        SummarizeCall, SummaryOutcome, tuple[str | None, float | None, str | None, SummaryOutcome]
-    ]:
+        self, located: Located, plan: Plan, ratio: float, window: int | None, trigger: Trigger
+    ) -> Generator[SummarizeCall, SummaryOutcome, list[RunSummary]]:
+        """One summary per planned run, oldest first."""
         config = self.config
-        counter = located.counter
-        instruction = summary_instruction(config.prompt_version)
-        # Room for the summary request's messages, in uncalibrated tokens, with a 2% margin.
-        room = int(
-            (
-                located.budget.context_window
-                - config.max_summary_tokens
-                - counter.count_text(instruction)
-                - 64
-            )
-            / (self.calibration.ratio(located.model) * 1.02)
-        )
-        if trigger == "context_length_exceeded":
-            room = 0  # the window is smaller than configured: send only what the span needs
-        end = summary_request_end(
-            located.view, plan, fixed_tokens=located.fixed_tokens, room_tokens=room
-        )
-        if plan.span and end <= max(plan.span):
-            logger.warning(
-                "session %s: the span to summarize does not fit the window; the summary covers "
-                "its first %d of %d messages, the fact ledger the rest",
-                located.session,
-                end,
-                max(plan.span) + 1,
-            )
-        prefix = [item.message for item in located.view[:end]]
+        # The allowance may have shrunk: cap and ledger shrink in proportion.
+        full = config.max_summary_tokens + config.ledger_max_tokens
+        share = max(0.0, (plan.summary_tokens - FRAME_TOKENS) / full) if full else 0.0
+        cap = max(1, min(config.max_summary_tokens, int(config.max_summary_tokens * share)))
+        ledger_cap = max(0, int(config.ledger_max_tokens * share))
         cap_key = "max_tokens" if "max_tokens" in located.request else "max_completion_tokens"
-        model = config.summary_model or located.model
-        body = build_summary_request(
-            prefix,
-            model=model,
-            tools=located.tools,
-            max_summary_tokens=config.max_summary_tokens,
-            instruction=instruction,
-            cap_key=cap_key,
-        )
-        outcome = yield SummarizeCall(body=body)
-        text, problem, score = self._judge(outcome, ledger, counter)
-        if problem is None and score is not None and score >= config.min_summary_score:
-            return text, score, None, outcome
-        first = (text, problem, score, outcome)
-        if outcome.error is None:
-            missed = [f.text for f in score_summary(text or "", ledger).missed]
-            strict = strict_instruction(
-                config.prompt_version,
-                max_words=int(config.max_summary_tokens * 0.6),
-                required_facts=missed,
+        first_user = first_index(located.messages, "user")
+        previous = located.checkpoint
+        done: list[RunSummary] = []
+        compacted: list[ViewItem] = []  # the view so far, earlier runs replaced
+        position = 0
+        for run in plan.runs:
+            compacted.extend(located.view[position : run.start])
+            position = run.stop
+            folded: list[Fact] = []
+            for item in located.view[run.start : run.stop]:
+                if item.replaces is not None and previous is not None:
+                    slot = previous.slot_at(item.replaces[0])
+                    if slot is not None:
+                        folded.extend(Fact.model_validate(f) for f in slot.ledger)
+            start = len(compacted)
+            with_run = [*compacted, *located.view[run.start : run.stop]]
+            request = RunRequest(
+                view=located.view,
+                raw=located.messages,
+                run=run,
+                compacted=(with_run, range(start, len(with_run))) if done else None,
+                previous_facts=folded,
+                model=located.model,
+                tools=located.tools,
+                fixed_tokens=located.fixed_tokens,
+                window_tokens=window,
+                ratio=ratio,
+                summary_cap=cap,
+                ledger_cap=ledger_cap,
+                cap_key=cap_key,
+                session=located.session,
             )
-            retry_body = dict(body)
-            retry_body["messages"] = [*prefix, {"role": "user", "content": strict}]
-            outcome = yield SummarizeCall(body=retry_body, attempt="strict")
-            second = self._judge(outcome, ledger, counter)
-            text, problem, score = second
-            if problem is None and score is not None and score >= config.min_summary_score:
-                return text, score, None, outcome
-            # Keep the better of the two usable attempts.
-            if first[0] and (not text or (first[2] or 0) > (score or 0)):
-                text, problem, score, outcome = first
-        if text and problem == "too_long":
-            text = cut_at_sentence(text, config.max_summary_tokens, counter.count_text)
-            return text, score_summary(text, ledger).recall, None, outcome
-        if text and problem is None:
-            return text, score, None, outcome  # usable, just under min_summary_score
-        reason = outcome.error or problem or "unusable summary"
-        return None, None, reason, outcome
-
-    def _judge(
-        self, outcome: SummaryOutcome, ledger: Sequence[Fact], counter: TokenCounter
-    ) -> tuple[str | None, str | None, float | None]:
-        if outcome.error is not None:
-            return None, "error", None
-        text = (outcome.text or "").strip()
-        tokens = counter.count_text(text) if text else 0
-        problem = summary_problem(
-            text, outcome.finish_reason, max_tokens=self.config.max_summary_tokens, tokens=tokens
-        )
-        score = score_summary(text, ledger).recall if text else None
-        return (text or None), problem, score
+            anchor = anchor_of(located.view, run, first_user)
+            summary = yield from summarize_run(
+                request, config=config, counter=located.counter, anchor=anchor
+            )
+            done.append(summary)
+            message = summary.slot.message
+            replaces = (summary.slot.start, summary.slot.end)
+            tokens = located.counter.count_message(message)
+            compacted.append(ViewItem(message, None, tokens, replaces=replaces))
+        return done
 
     def _checkpoint(
         self,
         located: Located,
         plan: Plan,
-        summary_text: str | None,
-        ledger: Sequence[Fact],
-        score: float | None,
-        failure: str | None,
+        summaries: Sequence[RunSummary],
         trigger: Trigger,
+        failures: Sequence[str | None],
     ) -> Checkpoint:
         view = located.view
         previous = located.checkpoint
-        kept = [_raw(view[i]) for i in plan.kept_before]
-        tail = [_raw(view[i]) for i in plan.tail]
-        covered = tail[0] if tail else len(located.messages)
+        replaced = set(plan.span)
+        new_slots = [s.slot for s in summaries]
+        slots = list(new_slots)
+        for i, item in enumerate(view):
+            if item.replaces is not None and i not in replaced and previous is not None:
+                kept = previous.slot_at(item.replaces[0])
+                if kept is not None:
+                    slots.append(kept)
+        slots.sort(key=lambda slot: slot.start)
+
+        def outside(index: int) -> bool:
+            return not any(slot.start <= index < slot.end for slot in new_slots)
+
         overrides: dict[int, Message] = {}
         if previous is not None:
-            keep = set(kept) | set(range(covered, len(located.messages)))
-            overrides.update({i: m for i, m in previous.overrides.items() if i in keep})
+            overrides.update({i: m for i, m in previous.overrides.items() if outside(i)})
         for i, replacement in plan.overrides.items():
-            overrides[_raw(view[i])] = replacement
-        inserted: Message | None
-        if summary_text is not None:
-            inserted = summary_message(
-                summary_text, render_ledger(ledger), self.config.prompt_version
-            )
-        else:
-            inserted = previous.summary_message if previous is not None else None
+            raw_index = view[i].raw_index
+            assert raw_index is not None, "only raw tool outputs are cut"
+            overrides[raw_index] = replacement
+        facts: dict[str, dict[str, Any]] = {}
+        for summary in summaries:
+            for fact in summary.facts:
+                facts.setdefault(fact.key, fact.model_dump())
+        scores = [s.slot.score for s in summaries if s.slot.score is not None]
         return Checkpoint(
             namespace=located.namespace,
             session=located.session,
-            covered_count=covered,
-            covered_prefix_hash=located.chain[covered - 1],
-            kept_indices=kept,
-            summary_message=inserted,
+            basis_count=len(located.messages),
+            basis_hash=located.chain[-1],
+            slots=slots,
             overrides=overrides,
-            summary=summary_text or (previous.summary if previous else ""),
-            ledger=[f.model_dump() for f in ledger],
-            score=score,
+            summary="\n\n".join(slot.summary for slot in new_slots),
+            ledger=list(facts.values()),
+            score=min(scores) if scores else None,
             tokens_before=located.calibrated_tokens,
             tokens_after=0,
             model=located.model,
             summary_model=self.config.summary_model or located.model,
             trigger=trigger,
-            failure=failure,
+            failure="; ".join(f for f in failures if f) or None,
             parent_id=previous.id if previous else None,
+        )
+
+    def _event(
+        self,
+        located: Located,
+        checkpoint: Checkpoint,
+        summaries: Sequence[RunSummary],
+        plan: Plan,
+        trigger: Trigger,
+        started: float,
+    ) -> CompactionEvent:
+        previous = located.checkpoint
+        covered = checkpoint.covered_count
+        outcomes = [s.outcome for s in summaries if s.outcome is not None]
+        prompt = [o.prompt_tokens for o in outcomes if o.prompt_tokens is not None]
+        cached = [o.cached_tokens for o in outcomes if o.cached_tokens is not None]
+        return CompactionEvent(
+            session=located.session,
+            checkpoint_id=checkpoint.id,
+            trigger=trigger,
+            tokens_before=located.calibrated_tokens,
+            tokens_after=checkpoint.tokens_after,
+            summary=checkpoint.summary,
+            ledger_size=len(checkpoint.ledger),
+            score=checkpoint.score,
+            latency_s=time.monotonic() - started,
+            cut=(previous.covered_count if previous else 0, covered),
+            kept_indices=[i for i in range(covered) if checkpoint.slot_at(i) is None],
+            replaced=[(s.slot.start, s.slot.end) for s in summaries],
+            degraded=list(plan.degraded),
+            failure=checkpoint.failure,
+            summary_prompt_tokens=sum(prompt) if prompt else None,
+            summary_cached_tokens=sum(cached) if cached else None,
         )
 
     # -- feedback -----------------------------------------------------------------------------
@@ -530,7 +515,10 @@ class ContextEngine:
         if prompt_tokens is None or prompt_tokens <= 0:
             return
         self.calibration.observe(
-            model, estimated=result.report.raw_estimated_tokens, reported=prompt_tokens
+            model,
+            estimated=result.report.raw_estimated_tokens,
+            reported=prompt_tokens,
+            namespace=result.namespace,
         )
         if result.compacted and result.checkpoint_id:
             self.store.update_reported(
@@ -538,11 +526,18 @@ class ContextEngine:
             )
 
 
-def _raw(item: ViewItem) -> int:
-    """The raw index of a view item the planner keeps (kept items are never inserted ones)."""
-    if item.raw_index is None:
-        raise AssertionError("an inserted summary cannot be kept verbatim")
-    return item.raw_index
+def _calibrated(exc: BudgetExceeded, ratio: float, limit: int, budget: Budget) -> BudgetExceeded:
+    """The planner's refusal (in counted tokens) in the provider's tokens, naming the window."""
+    parts = {name: math.ceil(tokens * ratio) for name, tokens in exc.parts.items()}
+    return BudgetExceeded(
+        required_tokens=math.ceil(exc.required_tokens * ratio),
+        budget_tokens=limit,
+        detail=f"a {budget.context_window:,}-token window less {budget.reserve_output_tokens:,} "
+        f"kept for the reply; {exc.detail}"
+        if exc.detail
+        else "",
+        parts=parts,
+    )
 
 
 def drive_sync(steps: Steps, perform: Callable[[SummarizeCall], SummaryOutcome]) -> PrepareResult:

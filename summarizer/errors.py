@@ -66,15 +66,30 @@ class InvalidConversation(SummarizerError, ValueError):
 
 
 class BudgetExceeded(SummarizerError):
-    """The request cannot be brought under the window even after every degradation step."""
+    """The request cannot fit the window even after every degradation step.
 
-    def __init__(self, *, required_tokens: int, budget_tokens: int, detail: str = "") -> None:
+    ``parts`` breaks ``required_tokens`` down by what is kept (e.g. ``"latest user message"``),
+    so the error says what does not fit.
+    """
+
+    def __init__(
+        self,
+        *,
+        required_tokens: int,
+        budget_tokens: int,
+        detail: str = "",
+        parts: dict[str, int] | None = None,
+    ) -> None:
         self.required_tokens = required_tokens
         self.budget_tokens = budget_tokens
-        extra = f": {detail}" if detail else ""
+        self.detail = detail
+        self.parts = dict(parts or {})
+        extra = f" ({detail})" if detail else ""
+        listed = ", ".join(f"{name} {tokens:,}" for name, tokens in self.parts.items() if tokens)
+        by_part = f"; by part: {listed}" if listed else ""
         super().__init__(
-            f"the parts of the conversation that must be kept need {required_tokens} tokens, "
-            f"over the budget of {budget_tokens}{extra}"
+            f"the parts of the conversation that must be kept need {required_tokens:,} tokens, "
+            f"over the {budget_tokens:,} the window leaves for the prompt{extra}{by_part}"
         )
 
 

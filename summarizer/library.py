@@ -8,7 +8,10 @@ agent never has to drop anything itself. ``wrap(client)`` applies the same per c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import time
+import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from os import PathLike
@@ -27,6 +30,49 @@ from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 
 SyncSummarizer = Callable[[SummarizeCall], SummaryOutcome]
 AsyncSummarizer = Callable[[SummarizeCall], Awaitable[SummaryOutcome]]
+
+LEASE_TTL_S = 30.0
+"""How long a compaction lease lasts unless renewed; a holder renews it every third of that."""
+LEASE_POLL_S = (0.05, 1.0)
+"""First and longest wait between attempts to take a lease another process holds."""
+
+
+class _Lease:
+    """A session's compaction lease in the store, renewed on a thread while held.
+
+    One compaction per session at a time holds across processes sharing a store: a process that
+    dies holding it blocks the session for at most ``LEASE_TTL_S``.
+    """
+
+    def __init__(self, store: Store, located: Located) -> None:
+        self.store = store
+        self.key = (located.namespace, located.session)
+        self.owner = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def take(self) -> bool:
+        """Take the lease if nobody else holds it; start renewing it when taken."""
+        if not self.store.try_lease(*self.key, self.owner, LEASE_TTL_S):
+            return False
+        self._renewer = threading.Thread(target=self._renew, name="summarizer-lease", daemon=True)
+        self._renewer.start()
+        return True
+
+    def _renew(self) -> None:
+        while not self._stop.wait(LEASE_TTL_S / 3):
+            try:
+                self.store.try_lease(*self.key, self.owner, LEASE_TTL_S)
+            except ValueError:  # the store was closed
+                return
+
+    def release(self) -> None:
+        """Stop renewing and give the lease up."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        with contextlib.suppress(ValueError):  # a closed store: the lease expires on its own
+            self.store.release_lease(*self.key, self.owner)
 
 
 class _Args(NamedTuple):
@@ -135,11 +181,25 @@ class ContextManager:
                 "pass client=openai.OpenAI(...) (or use aprepare with an AsyncOpenAI client)"
             )
         with self._session_lock(located):
-            # Another thread may have compacted this session while we waited.
-            located, done = self._locate(args, force)
-            if done is not None:
-                return done
-            return drive_sync(self.engine.steps(located, trigger=force or "threshold"), self._sync)
+            lease = _Lease(self.store, located)
+            delay = LEASE_POLL_S[0]
+            while True:
+                # Another thread or process may have compacted this session while we waited.
+                located, done = self._locate(args, force)
+                if done is not None:
+                    return done
+                if lease.take():
+                    break
+                time.sleep(delay)
+                delay = min(delay * 2, LEASE_POLL_S[1])
+            try:
+                located, done = self._locate(args, force)
+                if done is not None:
+                    return done
+                steps = self.engine.steps(located, trigger=force or "threshold")
+                return drive_sync(steps, self._sync)
+            finally:
+                lease.release()
 
     async def aprepare(
         self,
@@ -169,12 +229,25 @@ class ContextManager:
                 "pass client=openai.AsyncOpenAI(...)"
             )
         async with self._session_alock(located):
-            located, done = self._locate(args, force)
-            if done is not None:
-                return done
-            return await drive_async(
-                self.engine.steps(located, trigger=force or "threshold"), perform
-            )
+            lease = _Lease(self.store, located)
+            delay = LEASE_POLL_S[0]
+            while True:
+                # Another task or process may have compacted this session while we waited.
+                located, done = self._locate(args, force)
+                if done is not None:
+                    return done
+                if await asyncio.to_thread(lease.take):
+                    break
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, LEASE_POLL_S[1])
+            try:
+                located, done = self._locate(args, force)
+                if done is not None:
+                    return done
+                steps = self.engine.steps(located, trigger=force or "threshold")
+                return await drive_async(steps, perform)
+            finally:
+                await asyncio.to_thread(lease.release)
 
     def unchanged(
         self,

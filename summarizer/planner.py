@@ -1,15 +1,24 @@
-"""Compaction planning: where to cut, what to keep, and how to degrade. Pure, no I/O.
+"""Compaction planning: what to keep, what to summarize, and how to degrade. Pure, no I/O.
 
-The planner works on the *view*: the messages as the model would see them now (kept prefix,
-previous summary, verbatim tail, then what the agent appended). It never splits a unit (an
-assistant message with its tool results) and always keeps, verbatim: the leading system/developer
-messages, the first user message (the task), pinned units, the latest user message, the final
-unit, and the newest units up to ``keep_recent_tokens``. Everything else before the cut is the
-*span* the summary replaces.
+The planner works on the *view*: the messages as the model would see them now (raw messages, and
+summaries inserted by earlier compactions). It never splits a unit (an assistant message with its
+tool results) and always keeps verbatim, in their raw order: every system/developer message
+(leading or mid-conversation), the first user message (the task), the latest user message, pinned
+units (the newest ``keep`` matches of each rule), the final unit, and the newest units up to the
+tail budget (the *verbatim tail*).
 
-When even the kept parts do not fit under the trigger, it degrades in a fixed order: elide old
-tool outputs in the kept tail, then cut the single largest tool output to its head and tail, and
-only then raise ``BudgetExceeded``.
+Before the tail, the units that are not kept form *runs*: maximal stretches between kept units. A
+run is replaced by one summary placed exactly where the run was, so the order of everything is
+kept; a summary inserted earlier inside a run is folded into the new one. Most conversations have
+one run (after the task); a kept unit in the middle (a follow-up user message, a mid-conversation
+system message, a pin) splits the history into two or more, and each run worth summarizing gets its
+own summary.
+
+The target is a goal and the usable window is the limit. To reach the target the planner first
+shrinks the allowance of each summary (down to a floor), then the verbatim tail (down to the final
+unit); over the trigger it then degrades (cuts kept tool outputs to their head and tail, largest
+first); and it refuses (``BudgetExceeded``, naming each part) only when even that does not fit the
+window.
 """
 
 from __future__ import annotations
@@ -20,53 +29,145 @@ from typing import Any
 
 from .config import PinRule
 from .errors import BudgetExceeded
-from .messages import (
-    INSTRUCTION_ROLES,
-    Message,
-    Unit,
-    group_units,
-    message_text,
-)
+from .messages import INSTRUCTION_ROLES, Message, Unit, group_units, message_text
 from .prompts import render_prompt
 
 CountFn = Callable[[Mapping[str, Any]], int]
+MIN_KEPT_OUTPUT_TOKENS = 128
+"""A tool output cut to fit keeps at least this much of its head and tail."""
 
 
 @dataclass(frozen=True, slots=True)
 class ViewItem:
-    """One message of the view; ``raw_index`` is None for a message summarizer inserted."""
+    """One message of the view: a raw message (``raw_index``) or a summary inserted by an
+    earlier compaction (``raw_index`` None, ``replaces`` its raw range)."""
 
     message: Message
     raw_index: int | None
     tokens: int
+    replaces: tuple[int, int] | None = None
+
+    @property
+    def raw_range(self) -> tuple[int, int]:
+        """The raw messages this item stands for, as ``[start, end)``."""
+        if self.raw_index is not None:
+            return (self.raw_index, self.raw_index + 1)
+        assert self.replaces is not None
+        return self.replaces
 
 
 @dataclass
 class Plan:
-    """What a compaction keeps, replaces and rewrites (indices into the view)."""
+    """What a compaction summarizes, keeps and rewrites (indices into the view)."""
 
-    kept_before: list[int]
-    """View indices kept verbatim before the summary, in order."""
-    span: list[int]
-    """View indices the summary replaces."""
-    tail: list[int]
-    """View indices kept after the summary (the verbatim tail), in order."""
+    runs: list[range]
+    """View index ranges, in order, each to be replaced by one new summary."""
+    tail_start: int
+    """View index where the verbatim tail begins."""
+    summary_tokens: int
+    """The allowance of each new summary (cap, ledger and framing), after any shrinking."""
     overrides: dict[int, Message] = field(default_factory=dict)
-    """View index -> replacement message (elided or truncated tool outputs)."""
+    """View index -> replacement message (tool outputs cut to their head and tail)."""
     estimated_tokens: int = 0
-    """Estimated request size after the compaction, with the summary at its cap."""
+    """Estimated request size after the compaction, with each summary at its allowance."""
     degraded: list[str] = field(default_factory=list)
     """Degradation steps applied, in order."""
 
     @property
     def needs_summary(self) -> bool:
         """Whether there is anything for the model to summarize."""
-        return bool(self.span)
+        return bool(self.runs)
+
+    @property
+    def span(self) -> list[int]:
+        """Every view index a new summary replaces."""
+        return [i for run in self.runs for i in run]
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    first: int
+    """First unit index."""
+    stop: int
+    """One past the last unit index."""
+    tokens: int
+    has_raw: bool
+
+
+class _Layout:
+    """The units of a view and what is known about them, computed once per plan."""
+
+    def __init__(self, view: Sequence[ViewItem], pins: Sequence[PinRule]) -> None:
+        self.view = view
+        self.units = group_units([item.message for item in view])
+        self.tokens = [sum(view[i].tokens for i in unit.indices) for unit in self.units]
+        self.inserted = [view[unit.start].raw_index is None for unit in self.units]
+        self.protected = _protected(view, self.units, self.inserted, pins)
+        last_inserted = max((u for u, ins in enumerate(self.inserted) if ins), default=-1)
+        self.floor = last_inserted + 1
+        """The tail never reaches back over an inserted summary."""
+
+    @property
+    def last(self) -> int:
+        return len(self.units) - 1
+
+    def runs(self, cut: int) -> list[_Run]:
+        """Maximal stretches of units before ``cut`` that are not kept by rule."""
+        found: list[_Run] = []
+        first: int | None = None
+        for u in range(cut + 1):
+            if u < cut and u not in self.protected:
+                if first is None:
+                    first = u
+                continue
+            if first is not None:
+                found.append(
+                    _Run(
+                        first,
+                        u,
+                        sum(self.tokens[first:u]),
+                        not all(self.inserted[first:u]),
+                    )
+                )
+                first = None
+        return found
+
+    def view_range(self, run: _Run) -> range:
+        return range(self.units[run.first].start, self.units[run.stop - 1].end)
+
+
+def _protected(
+    view: Sequence[ViewItem],
+    units: Sequence[Unit],
+    inserted: Sequence[bool],
+    pins: Sequence[PinRule],
+) -> set[int]:
+    """Units kept verbatim by rule (see the module docstring)."""
+    protected: set[int] = set()
+    users: list[int] = []
+    for u, unit in enumerate(units):
+        if inserted[u]:
+            continue
+        role = view[unit.start].message.get("role")
+        if role in INSTRUCTION_ROLES:
+            protected.add(u)
+        elif role == "user":
+            users.append(u)
+    if users:
+        protected.update((users[0], users[-1]))
+    protected |= _pinned_units(view, units, inserted, pins)
+    if units:
+        protected.add(len(units) - 1)
+    return protected
 
 
 def _pinned_units(
-    view: Sequence[ViewItem], units: Sequence[Unit], pins: Sequence[PinRule]
+    view: Sequence[ViewItem],
+    units: Sequence[Unit],
+    inserted: Sequence[bool],
+    pins: Sequence[PinRule],
 ) -> set[int]:
+    """For each rule, the newest ``rule.keep`` raw units it matches."""
     if not pins:
         return set()
     call_names: dict[str, str] = {}
@@ -77,16 +178,20 @@ def _pinned_units(
                 if isinstance(function, Mapping) and isinstance(function.get("name"), str):
                     call_names[call["id"]] = function["name"]
     pinned: set[int] = set()
-    for u, unit in enumerate(units):
-        for i in unit.indices:
-            message = view[i].message
-            if view[i].raw_index is None:
-                continue
-            answered = call_names.get(message.get("tool_call_id", ""))
-            text = message_text(message)
-            if any(rule.matches(message, text, answered) for rule in pins):
-                pinned.add(u)
+    for rule in pins:
+        matched = 0
+        for u in range(len(units) - 1, -1, -1):
+            if matched >= rule.keep:
                 break
+            if inserted[u]:
+                continue
+            for i in units[u].indices:
+                message = view[i].message
+                answered = call_names.get(message.get("tool_call_id", ""))
+                if rule.matches(message, message_text(message), answered):
+                    pinned.add(u)
+                    matched += 1
+                    break
     return pinned
 
 
@@ -95,6 +200,8 @@ def plan_compaction(
     *,
     fixed_tokens: int,
     summary_tokens: int,
+    min_summary_tokens: int,
+    limit_tokens: int,
     trigger_tokens: int,
     target_tokens: int,
     keep_recent_tokens: int | None,
@@ -102,95 +209,102 @@ def plan_compaction(
     count: CountFn,
     prompt_version: str = "v1",
 ) -> Plan:
-    """Plan a compaction of ``view`` that lands under ``trigger_tokens``, or raise
-    ``BudgetExceeded``.
-
-    The verbatim tail holds the newest units up to ``keep_recent_tokens``; when that is None, it
-    holds as many as fit beside the kept parts and the summary under ``target_tokens``.
+    """Plan a compaction of ``view`` that lands under ``target_tokens`` if it can, under
+    ``trigger_tokens`` if it must degrade, and never over ``limit_tokens`` (else
+    ``BudgetExceeded``).
 
     ``fixed_tokens`` is what the request costs besides its messages (tools, reply priming);
-    ``summary_tokens`` the most the summary message can take (its cap, framing and ledger).
+    ``summary_tokens`` the most one new summary message may take (its cap, framing and ledger),
+    which shrinks down to ``min_summary_tokens`` when the target needs it. The verbatim tail holds
+    the newest units up to ``keep_recent_tokens``; when that is None, as many as the target leaves.
     """
-    units = group_units([item.message for item in view])
-    protected: set[int] = set()
-    raw_user_units = [
-        u
-        for u, unit in enumerate(units)
-        if unit.kind == "user" and view[unit.start].raw_index is not None
-    ]
-    for u, unit in enumerate(units):
-        if unit.kind != "instruction" or view[unit.start].raw_index is None:
+    layout = _Layout(view, pins)
+    if not layout.units:
+        return Plan(runs=[], tail_start=0, summary_tokens=summary_tokens)
+    allowance = summary_tokens
+    cut = _initial_cut(layout, fixed_tokens, allowance, target_tokens, keep_recent_tokens)
+    while True:
+        runs, size = _select(layout, cut, allowance, fixed_tokens, target_tokens)
+        if size <= target_tokens:
             break
-        if view[unit.start].message.get("role") in INSTRUCTION_ROLES:
-            protected.add(u)
-    if raw_user_units:
-        protected.add(raw_user_units[0])
-        protected.add(raw_user_units[-1])
-    protected |= _pinned_units(view, units, pins)
-
-    def unit_tokens(u: int) -> int:
-        return sum(view[i].tokens for i in units[u].indices)
-
-    # A summary inserted by an earlier compaction is always replaced, never kept in the tail.
-    floor = 0
-    for u, unit in enumerate(units):
-        if view[unit.start].raw_index is None:
-            floor = u + 1
-    if 0 in protected and len(units) > 1:
-        floor = max(floor, 1)  # a checkpoint always covers at least the first message
-    last = len(units) - 1
-    # The verbatim tail: the final unit always, then newer-to-older units within the tail budget:
-    # ``keep_recent_tokens`` when set, else whatever the target leaves beside the kept parts.
-    if keep_recent_tokens is None:
-        must_keep = sum(unit_tokens(u) for u in protected if u != last)
-        tail_budget = max(0, target_tokens - fixed_tokens - must_keep - summary_tokens)
-    else:
-        tail_budget = keep_recent_tokens
-    cut = max(last, floor)
-    tail_tokens = unit_tokens(last) if cut <= last else 0
-    while cut > floor:
-        candidate = cut - 1
-        cost = (
-            0 if (keep_recent_tokens is None and candidate in protected) else unit_tokens(candidate)
-        )
-        if tail_tokens + cost > tail_budget:
-            break
-        tail_tokens += cost
-        cut = candidate
-
-    before_units = [u for u in range(cut) if u in protected]
-    span_units = [u for u in range(cut) if u not in protected]
-    kept = [i for u in before_units for i in units[u].indices]
-    span = [i for u in span_units for i in units[u].indices]
-    tail = [i for u in range(cut, len(units)) for i in units[u].indices]
-    size = (
-        fixed_tokens
-        + sum(view[i].tokens for i in kept)
-        + sum(view[i].tokens for i in tail)
-        + (summary_tokens if span else 0)
+        if allowance > min_summary_tokens and any(
+            run.has_raw and run.tokens > min_summary_tokens for run in layout.runs(cut)
+        ):
+            needed = -(-(size - target_tokens) // max(1, len(runs)))
+            allowance = max(min_summary_tokens, allowance - needed)
+            continue
+        if cut < layout.last:
+            cut += 1
+            continue
+        break
+    plan = Plan(
+        runs=[layout.view_range(run) for run in runs],
+        tail_start=layout.units[cut].start,
+        summary_tokens=allowance,
+        estimated_tokens=size,
     )
-    # The kept parts may exceed the target (a large explicit keep_recent_tokens, big pins): that
-    # is allowed; exceeding the trigger is not.
-    plan = Plan(kept_before=kept, span=span, tail=tail, estimated_tokens=size)
-    if size <= trigger_tokens:
-        return plan
-    _degrade(plan, view, trigger_tokens=trigger_tokens, count=count, version=prompt_version)
+    if size > trigger_tokens:
+        _degrade(plan, layout, goal=trigger_tokens, count=count, version=prompt_version)
+    if plan.estimated_tokens > limit_tokens:
+        raise BudgetExceeded(
+            required_tokens=plan.estimated_tokens,
+            budget_tokens=limit_tokens,
+            detail="even with the summaries at their smallest, only the final turn in the tail "
+            "and kept tool outputs cut to their head and tail",
+            parts=_parts(plan, layout, fixed_tokens, count),
+        )
     return plan
+
+
+def _initial_cut(
+    layout: _Layout, fixed: int, allowance: int, target: int, keep_recent: int | None
+) -> int:
+    """Where the verbatim tail begins: the final unit, then newer-to-older units within the tail
+    budget (``keep_recent`` when set, else what the target leaves beside the kept parts and one
+    summary; kept units then cost nothing extra, since they stay anyway)."""
+    last = layout.last
+    if keep_recent is None:
+        must_keep = sum(layout.tokens[u] for u in layout.protected if u != last)
+        budget = max(0, target - fixed - must_keep - allowance)
+    else:
+        budget = keep_recent
+    cut = max(last, layout.floor)
+    used = layout.tokens[last] if cut <= last else 0
+    while cut > layout.floor:
+        candidate = cut - 1
+        free = keep_recent is None and candidate in layout.protected
+        cost = 0 if free else layout.tokens[candidate]
+        if used + cost > budget:
+            break
+        used += cost
+        cut = candidate
+    return cut
+
+
+def _select(
+    layout: _Layout, cut: int, allowance: int, fixed: int, target: int
+) -> tuple[list[_Run], int]:
+    """The runs to summarize for tail start ``cut`` (fewest, largest first, until the target
+    is met; at least one when any is worth it) and the resulting size."""
+    size = fixed + sum(layout.tokens)
+    worth = [run for run in layout.runs(cut) if run.has_raw and run.tokens > allowance]
+    chosen: list[_Run] = []
+    for run in sorted(worth, key=lambda r: r.tokens, reverse=True):
+        if chosen and size <= target:
+            break
+        chosen.append(run)
+        size -= run.tokens - allowance
+    return sorted(chosen, key=lambda r: r.first), size
+
+
+def _kept_indices(plan: Plan, layout: _Layout) -> list[int]:
+    """View indices sent verbatim (or overridden) after this plan: everything outside its runs."""
+    replaced = {i for run in plan.runs for i in run}
+    return [i for i in range(len(layout.view)) if i not in replaced]
 
 
 def _tool_outputs(view: Sequence[ViewItem], indices: Sequence[int]) -> list[int]:
     return [i for i in indices if view[i].message.get("role") in ("tool", "function")]
-
-
-def elide_message(message: Message, *, original_tokens: int, version: str = "v1") -> Message:
-    """A copy of a tool message whose content is replaced by a placeholder saying what went."""
-    replaced = dict(message)
-    replaced["content"] = render_prompt(
-        "elided_output",
-        version,
-        original_tokens=original_tokens,
-    )
-    return replaced
 
 
 def truncate_message(
@@ -204,106 +318,88 @@ def truncate_message(
     head = text[: keep_chars // 2]
     tail = text[len(text) - keep_chars // 2 :] if keep_chars // 2 else ""
     marker = render_prompt(
-        "truncated_output",
-        version,
-        elided_tokens=max(0, original_tokens - keep_tokens),
+        "truncated_output", version, elided_tokens=max(0, original_tokens - keep_tokens)
     )
     replaced = dict(message)
     replaced["content"] = head + marker + tail
     return replaced
 
 
-def _degrade(
-    plan: Plan,
-    view: Sequence[ViewItem],
-    *,
-    trigger_tokens: int,
-    count: CountFn,
-    version: str,
-) -> None:
-    """Bring ``plan`` under ``trigger_tokens`` by elision, then truncation, else raise."""
+def _degrade(plan: Plan, layout: _Layout, *, goal: int, count: CountFn, version: str) -> None:
+    """Bring ``plan`` toward ``goal`` by cutting kept tool outputs to their head and tail,
+    largest first, each at most once (the caller checks the limit)."""
+    view = layout.view
     size = plan.estimated_tokens
-    outputs = _tool_outputs(view, plan.tail)
-    final_unit_outputs = set(_final_unit_outputs(view))
-    # 1. Elide old tool outputs in the kept tail (never the final unit's), oldest first.
-    for i in outputs:
-        if size <= trigger_tokens:
+    outputs = _tool_outputs(view, _kept_indices(plan, layout))
+    for i in sorted(outputs, key=lambda i: view[i].tokens, reverse=True):
+        if size <= goal:
             break
-        if i in final_unit_outputs:
+        # Room for the marker and recount drift; never below a useful head and tail.
+        keep = max(MIN_KEPT_OUTPUT_TOKENS, view[i].tokens - (size - goal) - 64)
+        if keep >= view[i].tokens:
             continue
-        replaced = elide_message(view[i].message, original_tokens=view[i].tokens, version=version)
-        new_tokens = count(replaced)
-        if new_tokens >= view[i].tokens:
-            continue
-        plan.overrides[i] = replaced
-        size -= view[i].tokens - new_tokens
-        if "elide_tool_outputs" not in plan.degraded:
-            plan.degraded.append("elide_tool_outputs")
-    # 2. Cut the single largest remaining tool output (kept tail or kept prefix) to head and tail.
-    if size > trigger_tokens:
-        candidates = [
-            i for i in _tool_outputs(view, plan.tail + plan.kept_before) if i not in plan.overrides
-        ]
-        if candidates:
-            largest = max(candidates, key=lambda i: view[i].tokens)
-            excess = size - trigger_tokens
-            keep = view[largest].tokens - excess - 64  # room for the marker and recount drift
-            if keep > 0:
-                replaced = truncate_message(
-                    view[largest].message,
-                    keep_tokens=keep,
-                    original_tokens=view[largest].tokens,
-                    version=version,
-                )
-                new_tokens = count(replaced)
-                if new_tokens < view[largest].tokens:
-                    plan.overrides[largest] = replaced
-                    size -= view[largest].tokens - new_tokens
-                    plan.degraded.append("truncate_tool_output")
-    plan.estimated_tokens = size
-    if size > trigger_tokens:
-        raise BudgetExceeded(
-            required_tokens=size,
-            budget_tokens=trigger_tokens,
-            detail="the system prompt, task, pinned messages, latest user message and the final "
-            "turn do not fit even with old tool outputs elided",
+        replaced = truncate_message(
+            view[i].message, keep_tokens=keep, original_tokens=view[i].tokens, version=version
         )
+        new_tokens = count(replaced)
+        if new_tokens < view[i].tokens:
+            plan.overrides[i] = replaced
+            size -= view[i].tokens - new_tokens
+            if "truncate_tool_output" not in plan.degraded:
+                plan.degraded.append("truncate_tool_output")
+    plan.estimated_tokens = size
 
 
-def _final_unit_outputs(view: Sequence[ViewItem]) -> list[int]:
-    units = group_units([item.message for item in view])
-    if not units:
-        return []
-    return _tool_outputs(view, list(units[-1].indices))
+def _parts(plan: Plan, layout: _Layout, fixed: int, count: CountFn) -> dict[str, int]:
+    """The planned request's size by part, for an error that says what does not fit."""
+    view = layout.view
+    names: dict[int, str] = {}
+    users: list[int] = []
+    for u, unit in enumerate(layout.units):
+        role = view[unit.start].message.get("role")
+        if layout.inserted[u]:
+            names[u] = "earlier summaries"
+        elif role in INSTRUCTION_ROLES:
+            names[u] = "system/developer messages"
+        elif role == "user":
+            users.append(u)
+    if users:
+        names[users[0]] = "first user message"
+        names[users[-1]] = "latest user message"
+    names.setdefault(layout.last, "final turn")
+    parts: dict[str, int] = {"tools and reply priming": fixed}
+    if plan.runs:
+        parts["new summaries"] = plan.summary_tokens * len(plan.runs)
+    kept = set(_kept_indices(plan, layout))
+    for u, unit in enumerate(layout.units):
+        for i in unit.indices:
+            if i not in kept:
+                continue
+            override = plan.overrides.get(i)
+            tokens = view[i].tokens if override is None else count(override)
+            name = names.get(u, "other kept turns")
+            parts[name] = parts.get(name, 0) + tokens
+    return parts
 
 
 def summary_request_end(
-    view: Sequence[ViewItem], plan: Plan, *, fixed_tokens: int, room_tokens: int
+    view: Sequence[ViewItem], run: range, *, fixed_tokens: int, room_tokens: int
 ) -> int:
-    """How many leading view messages the summary request can carry.
+    """How many leading view messages the summary request for ``run`` carries.
 
-    The whole view when it fits in ``room_tokens``; otherwise the longest unit-aligned prefix
-    that still covers the span (a prefix of the last request, so the provider's cache still
-    serves it). When even the span does not fit (a conversation that arrived already over the
-    window), the longest unit-aligned prefix that fits: the model summarizes what it can see,
-    and the rest of the span survives only in the fact ledger. ``room_tokens == 0`` means the
-    room is unknown: the prefix that covers the span, nothing more.
+    The view up to the end of the run (a prefix of the last request, so the provider's cache
+    serves it) when it fits in ``room_tokens``; otherwise the longest unit-aligned prefix that
+    fits: the model summarizes what it can see, and the rest survives only in the fact ledger.
+    ``room_tokens == 0`` means the room is unknown: the prefix up to the end of the run.
     """
-    total = fixed_tokens + sum(item.tokens for item in view)
-    if total <= room_tokens:
-        return len(view)
-    units = group_units([item.message for item in view])
-    must_cover = (max(plan.span) + 1) if plan.span else 0
-    end = fits = 0
+    end = run.stop
+    if room_tokens <= 0:
+        return end
     size = fixed_tokens
-    for unit in units:
-        cost = sum(view[i].tokens for i in unit.indices)
-        if unit.start >= must_cover and size + cost > room_tokens:
+    fits = 0
+    for unit in group_units([item.message for item in view[:end]]):
+        size += sum(view[i].tokens for i in unit.indices)
+        if size > room_tokens:
             break
-        size += cost
-        end = unit.end
-        if size <= room_tokens:
-            fits = end
-    if room_tokens > 0 and size > room_tokens and fits > 0:
-        return fits
-    return end
+        fits = unit.end
+    return fits

@@ -63,9 +63,12 @@ class CompactionEvent(BaseModel):
     score: float | None
     latency_s: float
     cut: tuple[int, int]
-    """Raw message indices: the compaction now covers messages ``[0, cut[1])``; ``cut[0]`` is
-    where the previous checkpoint's coverage ended."""
+    """Raw message indices: the summaries now stand for messages up to ``cut[1]`` (exclusive);
+    ``cut[0]`` is where the previous checkpoint's summaries ended."""
     kept_indices: list[int]
+    """Raw indices below ``cut[1]`` still sent verbatim (or with a tool output cut to fit)."""
+    replaced: list[tuple[int, int]] = Field(default_factory=list)
+    """The raw ranges ``[start, end)`` this compaction's new summaries replace, in order."""
     degraded: list[str] = Field(default_factory=list)
     failure: str | None = None
     summary_prompt_tokens: int | None = None

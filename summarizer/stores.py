@@ -7,7 +7,9 @@ Invariants every store keeps:
 - rows are scoped by ``namespace``: ``get``, ``find_latest`` and ``list_session`` never return
   another namespace's checkpoint. A store holds only the namespace hash the caller gives it, never
   a credential;
-- every method is safe to call from several threads; ``SQLiteStore`` also from several processes.
+- every method is safe to call from several threads; ``SQLiteStore`` also from several processes;
+- a *lease* per session (``try_lease``/``release_lease``) lets one compaction run at a time for a
+  session across every process sharing the store; an expired lease (its holder died) is taken over.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,10 +52,10 @@ class Store(Protocol):
         ...
 
     def find_latest(self, namespace: str, prefix_hashes: Mapping[str, int]) -> Checkpoint | None:
-        """The checkpoint whose covered prefix is among ``prefix_hashes`` (hash -> count).
+        """The checkpoint whose basis is among ``prefix_hashes`` (hash -> count).
 
-        Only checkpoints with ``prefix_hashes[covered_prefix_hash] == covered_count`` match; the
-        largest ``covered_count`` wins, then the newest ``created_at``, then the latest written.
+        Only applicable checkpoints with ``prefix_hashes[basis_hash] == basis_count`` match; the
+        largest ``basis_count`` wins, then the newest ``created_at``, then the latest written.
         """
         ...
 
@@ -77,6 +80,15 @@ class Store(Protocol):
 
         It lets a caller that found no checkpoint for some prefixes skip asking again.
         """
+        ...
+
+    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> bool:
+        """Take or renew the session's compaction lease for ``owner`` until ``ttl_s`` from now;
+        False while another owner holds an unexpired one."""
+        ...
+
+    def release_lease(self, namespace: str, session: str, owner: str) -> None:
+        """Give the lease up if ``owner`` holds it (otherwise nothing happens)."""
         ...
 
     def close(self) -> None:
@@ -166,6 +178,7 @@ class MemoryStore(_Closable):
         # (namespace, id) -> (row, session, covered_prefix_hash, json)
         self._rows: dict[tuple[str, str], tuple[_Row, str, str, str]] = {}
         self._by_prefix: dict[tuple[str, str], set[str]] = {}
+        self._leases: dict[tuple[str, str], tuple[str, float]] = {}
 
     def put(self, checkpoint: Checkpoint) -> None:
         """Save ``checkpoint``; saving the same (namespace, id) again replaces it."""
@@ -180,9 +193,11 @@ class MemoryStore(_Closable):
             else:
                 seq = old[0].seq
                 self._by_prefix[(key[0], old[2])].discard(key[1])
-            row = _Row(checkpoint.covered_count, checkpoint.created_at, seq)
-            self._rows[key] = (row, checkpoint.session, checkpoint.covered_prefix_hash, body)
-            self._by_prefix.setdefault((key[0], checkpoint.covered_prefix_hash), set()).add(key[1])
+            # A record that may not be applied is kept under a basis no chain can produce.
+            basis = checkpoint.basis_hash if checkpoint.applicable else ""
+            row = _Row(checkpoint.basis_count, checkpoint.created_at, seq)
+            self._rows[key] = (row, checkpoint.session, basis, body)
+            self._by_prefix.setdefault((key[0], basis), set()).add(key[1])
             self._writes += 1
 
     def generation(self) -> int | None:
@@ -198,7 +213,7 @@ class MemoryStore(_Closable):
         return None if entry is None else Checkpoint.model_validate_json(entry[3])
 
     def find_latest(self, namespace: str, prefix_hashes: Mapping[str, int]) -> Checkpoint | None:
-        """The best checkpoint whose covered prefix is among ``prefix_hashes`` (see ``Store``)."""
+        """The best checkpoint whose basis is among ``prefix_hashes`` (see ``Store``)."""
         best: tuple[_Row, str] | None = None
         with self._lock:
             self._check_open()
@@ -242,12 +257,31 @@ class MemoryStore(_Closable):
             self._rows[key] = (entry[0], entry[1], entry[2], checkpoint.model_dump_json())
             self._writes += 1
 
+    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> bool:
+        """Take or renew the session's compaction lease (see ``Store``)."""
+        now = time.time()
+        with self._lock:
+            self._check_open()
+            held = self._leases.get((namespace, session))
+            if held is not None and held[0] != owner and held[1] > now:
+                return False
+            self._leases[(namespace, session)] = (owner, now + ttl_s)
+            return True
+
+    def release_lease(self, namespace: str, session: str, owner: str) -> None:
+        """Give the lease up if ``owner`` holds it."""
+        with self._lock:
+            held = self._leases.get((namespace, session))
+            if held is not None and held[0] == owner:
+                del self._leases[(namespace, session)]
+
     def close(self) -> None:
         """Drop every checkpoint; later calls raise ``ValueError``."""
         with self._lock:
             self._closed = True
             self._rows.clear()
             self._by_prefix.clear()
+            self._leases.clear()
 
 
 def _reported_update(after: int | None, before: int | None) -> dict[str, Any]:
@@ -278,6 +312,24 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX checkpoints_prefix ON checkpoints (namespace, covered_prefix_hash)",
         "CREATE INDEX checkpoints_session ON checkpoints (namespace, session, created_at, seq)",
+    ),
+    # 2: checkpoints match by the exact conversation they were computed from (their basis), not
+    # by a covered prefix; version-1 rows keep a NULL basis and are never applied again. Leases
+    # give one compaction per session across processes.
+    (
+        "ALTER TABLE checkpoints ADD COLUMN basis_hash TEXT",
+        "ALTER TABLE checkpoints ADD COLUMN basis_count INTEGER",
+        "CREATE INDEX checkpoints_basis ON checkpoints (namespace, basis_hash)",
+        "DROP INDEX checkpoints_prefix",
+        """
+        CREATE TABLE leases (
+            namespace TEXT NOT NULL,
+            session TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (namespace, session)
+        )
+        """,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -362,23 +414,30 @@ class SQLiteStore(_Closable):
     def put(self, checkpoint: Checkpoint) -> None:
         """Save ``checkpoint`` in one transaction; the same (namespace, id) again replaces it."""
         body = checkpoint.model_dump_json()  # may raise: nothing is written yet
+        applicable = checkpoint.applicable
         params = (
             checkpoint.namespace,
             checkpoint.id,
             checkpoint.session,
-            checkpoint.covered_prefix_hash,
-            checkpoint.covered_count,
+            # Version 1's NOT NULL columns, no longer read: they hold the basis too.
+            checkpoint.basis_hash,
+            checkpoint.basis_count,
+            checkpoint.basis_hash if applicable else None,
+            checkpoint.basis_count if applicable else None,
             checkpoint.created_at,
             body,
         )
         sql = """
             INSERT INTO checkpoints
-                (namespace, id, session, covered_prefix_hash, covered_count, created_at, body)
-            VALUES (?, ?, ?, ?, ?, ?, ?)
+                (namespace, id, session, covered_prefix_hash, covered_count, basis_hash,
+                 basis_count, created_at, body)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (namespace, id) DO UPDATE SET
                 session = excluded.session,
                 covered_prefix_hash = excluded.covered_prefix_hash,
                 covered_count = excluded.covered_count,
+                basis_hash = excluded.basis_hash,
+                basis_count = excluded.basis_count,
                 created_at = excluded.created_at,
                 body = excluded.body
         """
@@ -407,9 +466,9 @@ class SQLiteStore(_Closable):
         return None if row is None else Checkpoint.model_validate_json(row[0])
 
     def find_latest(self, namespace: str, prefix_hashes: Mapping[str, int]) -> Checkpoint | None:
-        """The best checkpoint whose covered prefix is among ``prefix_hashes`` (see ``Store``).
+        """The best checkpoint whose basis is among ``prefix_hashes`` (see ``Store``).
 
-        Looks candidates up through the ``(namespace, covered_prefix_hash)`` index in batches,
+        Looks candidates up through the ``(namespace, basis_hash)`` index in batches,
         longest prefixes first, and stops once no later batch can beat the best match.
         """
         best: _Row | None = None
@@ -421,8 +480,8 @@ class SQLiteStore(_Closable):
                 wanted = dict(batch)
                 marks = ",".join("?" * len(batch))
                 rows = self._conn.execute(
-                    "SELECT covered_prefix_hash, covered_count, created_at, seq FROM checkpoints "
-                    f"WHERE namespace = ? AND covered_prefix_hash IN ({marks})",
+                    "SELECT basis_hash, basis_count, created_at, seq FROM checkpoints "
+                    f"WHERE namespace = ? AND basis_hash IN ({marks})",
                     (namespace, *wanted),
                 ).fetchall()
                 for digest, count, created_at, seq in rows:
@@ -475,6 +534,37 @@ class SQLiteStore(_Closable):
                         (checkpoint.model_dump_json(), namespace, checkpoint_id),
                     )
             self._writes += 1
+
+    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> bool:
+        """Take or renew the session's compaction lease, in one write transaction, so two
+        processes never both hold it (see ``Store``)."""
+        now = time.time()
+        with self._lock:
+            self._check_open()
+            with self._transaction():
+                row = self._conn.execute(
+                    "SELECT owner, expires_at FROM leases WHERE namespace = ? AND session = ?",
+                    (namespace, session),
+                ).fetchone()
+                if row is not None and row[0] != owner and row[1] > now:
+                    return False
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO leases (namespace, session, owner, expires_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    (namespace, session, owner, now + ttl_s),
+                )
+                return True
+
+    def release_lease(self, namespace: str, session: str, owner: str) -> None:
+        """Give the lease up if ``owner`` holds it."""
+        with self._lock:
+            if self._closed:
+                return
+            with self._transaction():
+                self._conn.execute(
+                    "DELETE FROM leases WHERE namespace = ? AND session = ? AND owner = ?",
+                    (namespace, session, owner),
+                )
 
     def close(self) -> None:
         """Close the connection; later calls raise ``ValueError``. Closing twice is harmless."""

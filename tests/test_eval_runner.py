@@ -236,9 +236,16 @@ def test_model_strategies_and_probes_against_the_test_upstream(tmp_path: Path) -
     instruction = load_prompt("self_summary")
     summary_requests = [r for r in log if r.messages and r.messages[-1]["content"] == instruction]
     assert len(summary_requests) == 4  # two strategies, two cases, one request each
+    since = load_prompt("self_summary_since").split("«")[0]
+    later = [r for r in log if r.messages and str(r.messages[-1]["content"]).startswith(since)]
+    assert len(later) == 4  # and one for the turns after each case's follow-up message
     for request in summary_requests:
+        # the case's own conversation, up to the end of the turns the summary replaces
         sent = request.messages[:-1]
-        assert any(sent == case.messages for case in by_id.values())
+        assert any(
+            2 < len(sent) < len(case.messages) and sent == case.messages[: len(sent)]
+            for case in by_id.values()
+        )
         assert request.body["tool_choice"] == "none" and request.body["model"] == "gpt-4o-mini"
 
     for row in rows:
@@ -249,9 +256,13 @@ def test_model_strategies_and_probes_against_the_test_upstream(tmp_path: Path) -
         if row.strategy == "truncate":
             assert row.calls == []
         else:
-            (call,) = row.calls
-            assert call.purpose == ("from-scratch" if row.strategy == "from-scratch" else "summary")
-            assert call.prompt_tokens > 0 and call.output_tokens > 0
+            # one call per run replaced: these cases have a follow-up user message that stays
+            # in place, with the history before and after it summarized apart
+            assert len(row.calls) == 2
+            for call in row.calls:
+                purpose = "from-scratch" if row.strategy == "from-scratch" else "summary"
+                assert call.purpose == purpose
+                assert call.prompt_tokens > 0 and call.output_tokens > 0
             assert row.summary and row.summary_tokens > 0
     report = json.loads((out / "report.json").read_text())
     assert all(entry["cost_usd"] is not None for entry in report["cases"])

@@ -33,13 +33,25 @@ def plan(messages: list[dict[str, Any]], **kw: Any) -> Any:
     args: dict[str, Any] = dict(
         fixed_tokens=3,
         summary_tokens=50,
+        min_summary_tokens=20,
+        limit_tokens=1_000,
         trigger_tokens=400,
         target_tokens=200,
         keep_recent_tokens=60,
         count=words,
     )
     args.update(kw)
-    return plan_compaction(view_of(messages), **args)
+    view = kw.pop("view", None) or view_of(messages)
+    args.pop("view", None)
+    return plan_compaction(view, **args)
+
+
+def parts(result: Any, n: int) -> tuple[list[int], list[int], list[int]]:
+    """(kept before the tail, replaced by summaries, tail) view indices of a plan."""
+    span = result.span
+    tail = list(range(result.tail_start, n))
+    kept = [i for i in range(result.tail_start) if i not in span]
+    return kept, span, tail
 
 
 def long_session(turns: int = 12, size: int = 40) -> list[dict[str, Any]]:
@@ -55,10 +67,12 @@ def long_session(turns: int = 12, size: int = 40) -> list[dict[str, Any]]:
 def test_keeps_system_task_and_recent_tail_and_summarizes_the_middle() -> None:
     messages = long_session()
     result = plan(messages)
-    assert result.kept_before == [0, 1]
+    kept, span, tail = parts(result, len(messages))
+    assert kept == [0, 1]
     # The tail is whole units from the end, within keep_recent (each unit is ~50 words).
-    assert result.tail == [len(messages) - 2, len(messages) - 1]
-    assert result.span == list(range(2, len(messages) - 2))
+    assert tail == [len(messages) - 2, len(messages) - 1]
+    assert span == list(range(2, len(messages) - 2))
+    assert [list(run) for run in result.runs] == [span]
     assert result.estimated_tokens <= 200
 
 
@@ -66,42 +80,99 @@ def test_without_keep_recent_the_tail_fills_what_the_target_leaves() -> None:
     messages = long_session(turns=12, size=40)  # units of 4 + 43 = 47 words
     result = plan(messages, keep_recent_tokens=None, target_tokens=300)
     # 300 - 3 fixed - (5 + 5) kept - 50 summary leaves 237: five whole 47-word units.
-    assert len(result.tail) == 10
+    assert len(parts(result, len(messages))[2]) == 10
     assert result.estimated_tokens <= 300
 
 
-def test_latest_user_message_and_pins_are_kept_verbatim() -> None:
+def test_kept_messages_stay_in_place_and_split_the_history_into_runs() -> None:
     messages = long_session(turns=4)
     messages.insert(6, {"role": "user", "content": "PLAN: step one, step two"})
-    messages += tool_turn("z", "read", "{}", text(40))
     messages.insert(4, {"role": "user", "content": "older user note"})
+    messages += tool_turn("z", "read", "{}", text(40))
+    messages += [{"role": "developer", "content": "mid-conversation rule: be brief"}]
+    messages += tool_turn("x", "read", "{}", text(40))
     messages += [{"role": "user", "content": "latest instruction"}]
     messages += tool_turn("y", "read", "{}", text(30))
+    messages += tool_turn("w", "read", "{}", text(30))
     result = plan(messages, pins=[PinRule(pattern=r"^PLAN:")], keep_recent_tokens=10)
-    kept = [messages[i]["content"] for i in result.kept_before]
-    assert "PLAN: step one, step two" in kept
-    assert "latest instruction" in kept
-    assert "older user note" not in kept
-    assert any(messages[i]["content"] == "older user note" for i in result.span)
+    kept, span, _ = parts(result, len(messages))
+    contents = [messages[i]["content"] for i in kept]
+    for must in (
+        "PLAN: step one, step two",
+        "latest instruction",
+        "mid-conversation rule: be brief",
+    ):
+        assert must in contents
+    assert any(messages[i]["content"] == "older user note" for i in span)
+    # Every run is contiguous and holds nothing that is kept: a summary stands exactly where
+    # the turns it replaces were, so everything keeps its raw order.
+    protected = {i for i in kept}
+    for run in result.runs:
+        assert not protected & set(run)
+        assert list(run) == list(range(run.start, run.stop))
+    assert len(result.runs) >= 2
 
 
-def test_pin_by_tool_keeps_the_whole_unit() -> None:
-    messages = long_session(turns=6)
-    messages[6:8] = tool_turn("p", "read_plan", "{}", "the plan")
+def test_pin_by_tool_keeps_the_whole_unit_and_only_the_newest_matches() -> None:
+    messages = long_session(turns=8)
+    messages[6:8] = tool_turn("p", "read_plan", "{}", "the old plan")
+    messages[12:14] = tool_turn("q", "read_plan", "{}", "the new plan")
     result = plan(messages, pins=[PinRule(tool="read_plan")])
-    assert 6 in result.kept_before and 7 in result.kept_before
+    kept, span, _ = parts(result, len(messages))
+    assert 12 in kept and 13 in kept
+    assert 6 in span and 7 in span  # the older match is summarized like any other turn
+    both = plan(messages, pins=[PinRule(tool="read_plan", keep=2)])
+    assert {6, 7, 12, 13} <= set(parts(both, len(messages))[0])
 
 
-def test_elides_old_tool_outputs_in_the_tail_before_failing() -> None:
+def test_a_pinned_tool_called_every_turn_never_fills_the_window() -> None:
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    for t in range(40):
+        messages += tool_turn(f"p{t}", "read_plan", "{}", text(60, f"plan{t}_"))
+    result = plan(messages, pins=[PinRule(tool="read_plan")], limit_tokens=500)
+    assert result.estimated_tokens <= 400
+
+
+def test_an_earlier_summary_is_folded_into_the_run_and_the_tail_never_reaches_over_it() -> None:
+    messages = long_session(turns=8)
+    summary = {"role": "user", "content": "[Context summary] " + text(30, "s")}
+    view = [ViewItem(messages[0], 0, 5), ViewItem(messages[1], 1, 5)]
+    view.append(ViewItem(summary, None, words(summary), replaces=(2, 10)))
+    view += [ViewItem(m, i, words(m)) for i, m in enumerate(messages) if i >= 10]
+    result = plan(messages, view=view, keep_recent_tokens=10_000, target_tokens=150)
+    assert result.runs and result.runs[0].start == 2  # the earlier summary is replaced
+    assert result.tail_start > 2
+
+
+def test_an_explicit_tail_over_the_target_is_summarized_before_anything_is_cut() -> None:
+    """``keep_recent_tokens`` bounds the tail; the target still wins over it."""
     messages = long_session(turns=3, size=150)
     result = plan(messages, keep_recent_tokens=10_000, trigger_tokens=300, target_tokens=100)
-    assert result.span == []  # everything is in the explicitly kept tail
-    assert result.degraded[0] == "elide_tool_outputs"
+    assert result.runs and result.degraded == []
     assert result.estimated_tokens <= 300
-    # The final unit's output is never elided.
-    assert len(messages) - 1 not in result.overrides
-    elided = next(iter(result.overrides.values()))
-    assert "elided" in elided["content"] and elided["tool_call_id"]
+    assert result.tail_start == len(messages) - 2  # only the final unit stays verbatim
+
+
+def test_cuts_the_largest_outputs_of_a_final_turn_that_does_not_fit() -> None:
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "task"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": "cat", "arguments": "{}"}}
+                for i in ("a", "b", "c")
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": text(900, "a")},
+        {"role": "tool", "tool_call_id": "b", "content": text(700, "b")},
+        {"role": "tool", "tool_call_id": "c", "content": text(30, "c")},
+    ]
+    result = plan(messages, trigger_tokens=500, target_tokens=200, limit_tokens=600)
+    assert result.degraded == ["truncate_tool_output"]
+    assert set(result.overrides) == {3, 4}  # the two largest, never the small one
+    assert result.estimated_tokens <= 500
 
 
 def test_cuts_a_single_oversized_output_to_head_and_tail() -> None:
@@ -118,15 +189,53 @@ def test_cuts_a_single_oversized_output_to_head_and_tail() -> None:
     assert result.estimated_tokens <= 500
 
 
-def test_budget_exceeded_when_must_keep_parts_do_not_fit() -> None:
+def test_the_target_is_a_goal_and_the_window_the_limit() -> None:
+    """Must-keep parts over the target (and the summary allowance) are sent when they fit the
+    window: the allowance shrinks first, then the tail; nothing is refused."""
     messages = [
-        {"role": "system", "content": text(600)},
-        {"role": "user", "content": "task"},
+        {"role": "system", "content": text(60, "s")},
+        {"role": "user", "content": text(100, "task")},
+        *[m for t in range(6) for m in tool_turn(f"c{t}", "read", "{}", text(40, f"o{t}_"))],
+        {"role": "user", "content": text(250, "latest")},
         {"role": "assistant", "content": "ok"},
     ]
+    result = plan(
+        messages,
+        summary_tokens=300,
+        min_summary_tokens=40,
+        target_tokens=200,
+        trigger_tokens=480,
+        limit_tokens=600,
+        keep_recent_tokens=None,
+    )
+    assert result.summary_tokens < 300  # the allowance shrank
+    assert result.runs and result.estimated_tokens <= 480
+    kept, _, tail = parts(result, len(messages))
+    assert {0, 1, len(messages) - 2, len(messages) - 1} <= set(kept) | set(tail)
+
+
+def test_the_allowance_shrinks_before_the_tail_does() -> None:
+    messages = long_session(turns=12, size=40)
+    roomy = plan(messages, keep_recent_tokens=60, summary_tokens=50)
+    tight = plan(messages, keep_recent_tokens=60, summary_tokens=150, min_summary_tokens=20)
+    assert tight.tail_start == roomy.tail_start
+    assert tight.summary_tokens < 150 and tight.estimated_tokens <= 200
+
+
+def test_budget_exceeded_only_over_the_window_and_names_what_does_not_fit() -> None:
+    messages = [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": text(600)},
+    ]
+    fits = plan(messages, trigger_tokens=300, target_tokens=100, limit_tokens=700)
+    assert fits.estimated_tokens <= 700
     with pytest.raises(BudgetExceeded) as info:
-        plan(messages, trigger_tokens=300)
-    assert info.value.required_tokens > 300 and info.value.budget_tokens == 300
+        plan(messages, trigger_tokens=300, target_tokens=100, limit_tokens=500)
+    assert info.value.required_tokens > 500 and info.value.budget_tokens == 500
+    assert info.value.parts["latest user message"] == 603
+    assert "latest user message 603" in str(info.value)
 
 
 # -- properties over random conversations ------------------------------------------------------
@@ -140,8 +249,10 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     messages.append({"role": "user", "content": text(draw(st.integers(1, 40)), "task")})
     n = draw(st.integers(0, 25))
     for k in range(n):
-        kind = draw(st.sampled_from(["user", "assistant", "tools"]))
-        if kind == "user":
+        kind = draw(st.sampled_from(["user", "assistant", "tools", "system"]))
+        if kind == "system":
+            messages.append({"role": "system", "content": text(draw(st.integers(1, 20)), "r")})
+        elif kind == "user":
             messages.append({"role": "user", "content": text(draw(st.integers(1, 60)), f"u{k}_")})
         elif kind == "assistant":
             messages.append({"role": "assistant", "content": text(draw(st.integers(1, 60)))})
@@ -174,75 +285,73 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
 def test_plans_never_split_units_and_keep_what_must_be_kept(
     messages: list[dict[str, Any]], trigger: int, target_share: float, keep_recent: int | None
 ) -> None:
+    limit = int(trigger * 1.25)
     try:
         result = plan(
             messages,
+            limit_tokens=limit,
             trigger_tokens=trigger,
             target_tokens=int(trigger * target_share),
             keep_recent_tokens=keep_recent,
         )
     except BudgetExceeded as exc:
-        assert exc.required_tokens > trigger
+        assert exc.required_tokens > limit
         return
-    everything = result.kept_before + result.span + result.tail
-    assert sorted(everything) == list(range(len(messages)))
-    assert result.kept_before == sorted(result.kept_before)
-    assert result.tail == list(range(result.tail[0], len(messages)))
+    n = len(messages)
+    kept, span, tail = parts(result, n)
+    assert sorted(kept + span + tail) == list(range(n))
+    assert tail == list(range(result.tail_start, n)) and tail
     for unit in group_units(messages):
         homes = {
             name
-            for name, part in (("k", result.kept_before), ("s", result.span), ("t", result.tail))
+            for name, part in (("k", kept), ("s", span), ("t", tail))
             for i in unit.indices
             if i in part
         }
         assert len(homes) == 1, f"unit {unit} split across {homes}"
-    kept = set(result.kept_before) | set(result.tail)
+    # Runs are contiguous, in order, and none holds a kept message.
+    previous = 0
+    for run in result.runs:
+        assert run.start >= previous and run.stop > run.start
+        assert not set(run) & set(kept)
+        previous = run.stop
+    keep = set(kept) | set(tail)
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
-    assert users[0] in kept and users[-1] in kept
-    if messages[0]["role"] == "system":
-        assert 0 in kept
-    assert len(messages) - 1 in result.tail
-    assert result.estimated_tokens <= trigger
+    assert users[0] in keep and users[-1] in keep
+    assert all(i in keep for i, m in enumerate(messages) if m["role"] == "system")
+    assert n - 1 in tail
+    assert result.estimated_tokens <= limit
     # Overrides only replace tool outputs, keeping their ids.
     for i, replaced in result.overrides.items():
         assert messages[i]["role"] == "tool"
         assert replaced["tool_call_id"] == messages[i]["tool_call_id"]
 
 
-def test_summary_request_carries_the_whole_view_when_it_fits() -> None:
+def test_summary_request_carries_the_view_up_to_the_end_of_the_run() -> None:
     messages = long_session()
     result = plan(messages)
     view = view_of(messages)
-    assert summary_request_end(view, result, fixed_tokens=3, room_tokens=10_000) == len(view)
+    run = result.runs[0]
+    assert summary_request_end(view, run, fixed_tokens=3, room_tokens=10_000) == run.stop
 
 
-def test_summary_request_covers_the_span_and_what_else_fits() -> None:
+def test_summary_request_of_a_run_over_the_room_is_the_longest_prefix_that_fits() -> None:
     messages = long_session()
     result = plan(messages)
     view = view_of(messages)
-    span_end = max(result.span) + 1
-    covering = 3 + sum(item.tokens for item in view[:span_end])
-    end = summary_request_end(view, result, fixed_tokens=3, room_tokens=covering + 10)
-    assert span_end <= end < len(view)
-    assert end in {u.end for u in group_units(messages)}
-
-
-def test_summary_request_of_a_span_over_the_room_is_the_longest_prefix_that_fits() -> None:
-    messages = long_session()
-    result = plan(messages)
-    view = view_of(messages)
-    room = 200  # far less than the span
-    end = summary_request_end(view, result, fixed_tokens=3, room_tokens=room)
-    assert 0 < end <= max(result.span)
+    run = result.runs[0]
+    room = 200  # far less than the run
+    end = summary_request_end(view, run, fixed_tokens=3, room_tokens=room)
+    assert 0 < end < run.stop
     assert end in {u.end for u in group_units(messages)}, "never splits a tool exchange"
     assert 3 + sum(item.tokens for item in view[:end]) <= room
     next_unit = next(u for u in group_units(messages) if u.start == end)
     assert 3 + sum(item.tokens for item in view[: next_unit.end]) > room
 
 
-def test_summary_request_with_unknown_room_covers_exactly_what_the_span_needs() -> None:
+def test_summary_request_with_unknown_room_covers_exactly_the_run() -> None:
     messages = long_session()
     result = plan(messages)
     view = view_of(messages)
-    end = summary_request_end(view, result, fixed_tokens=3, room_tokens=0)
-    assert end == max(result.span) + 1
+    run = result.runs[0]
+    assert summary_request_end(view, run, fixed_tokens=3, room_tokens=0) == run.stop

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.checkpoints import Checkpoint
+from summarizer.checkpoints import Checkpoint, Slot
 from summarizer.errors import ConfigurationError
 from summarizer.messages import canonical_json, prefix_chain
 from summarizer.stores import (
@@ -47,14 +47,15 @@ def make(
     session: str = "s1",
     **fields: Any,
 ) -> Checkpoint:
-    """A checkpoint covering ``raw[:covered]`` (hash seeded with nothing, like the caller's)."""
+    """A checkpoint computed from ``raw[:covered]`` (hash seeded with nothing, like the
+    caller's): message 0 kept, the rest summarized."""
+    summary = {"role": "user", "content": f"summary of {covered}"}
     values: dict[str, Any] = {
         "namespace": namespace,
         "session": session,
-        "covered_count": covered,
-        "covered_prefix_hash": prefix_chain(raw[:covered])[-1],
-        "kept_indices": [0],
-        "summary_message": {"role": "user", "content": f"summary of {covered}"},
+        "basis_count": covered,
+        "basis_hash": prefix_chain(raw[:covered])[-1],
+        "slots": [Slot(start=1, end=covered, message=summary)] if covered > 1 else [],
         "summary": f"summary of {covered}",
         "tokens_before": 1000,
         "tokens_after": 200,
@@ -102,9 +103,10 @@ def sqlite_path(tmp_path: Path) -> Path:
 
 def test_checkpoint_defaults_and_json_round_trip_keeps_int_override_keys() -> None:
     raw = conversation(6)
-    cp = make(raw, 4, overrides={2: {"role": "assistant", "content": "[elided]"}})
+    cp = make(raw, 4, slots=[Slot(start=1, end=2, message={"role": "user", "content": "s"})])
+    cp = cp.model_copy(update={"overrides": {2: {"role": "assistant", "content": "[elided]"}}})
     assert len(cp.id) == 32 and int(cp.id, 16) >= 0
-    assert cp.created_at > 0
+    assert cp.created_at > 0 and cp.applicable
     assert make(raw, 4).id != cp.id
     back = Checkpoint.model_validate_json(cp.model_dump_json())
     assert back == cp
@@ -117,20 +119,34 @@ def test_checkpoint_is_frozen() -> None:
         setattr(cp, "summary", "changed")  # noqa: B010
 
 
+def _slot(start: int, end: int) -> dict[str, Any]:
+    return {"start": start, "end": end, "message": {"role": "user", "content": "s"}}
+
+
 @pytest.mark.parametrize(
-    ("covered", "kept"),
-    [(4, [0, 4]), (4, [2, 1]), (4, [1, 1]), (4, [-1]), (0, [])],
+    ("basis", "slots", "overrides"),
+    [
+        (4, [_slot(1, 5)], {}),  # past the basis
+        (6, [_slot(3, 5), _slot(1, 2)], {}),  # out of order
+        (6, [_slot(1, 3), _slot(2, 4)], {}),  # overlapping
+        (6, [_slot(2, 2)], {}),  # empty
+        (6, [_slot(1, 3)], {2: {"role": "tool"}}),  # an override inside a slot
+        (6, [], {6: {"role": "tool"}}),  # an override past the basis
+        (6, [], {-1: {"role": "tool"}}),
+        (0, [], {}),
+    ],
 )
-def test_checkpoint_rejects_bad_indices(covered: int, kept: list[int]) -> None:
+def test_checkpoint_rejects_bad_layouts(
+    basis: int, slots: list[dict[str, Any]], overrides: dict[int, Any]
+) -> None:
     with pytest.raises(ValueError):
         Checkpoint(
             namespace="",
             session="s",
-            covered_count=covered,
-            covered_prefix_hash="h",
-            kept_indices=kept,
-            summary_message={"role": "user", "content": "s"},
-            summary="s",
+            basis_count=basis,
+            basis_hash="h",
+            slots=slots,
+            overrides=overrides,
             tokens_before=1,
             tokens_after=1,
             model="m",
@@ -140,27 +156,68 @@ def test_checkpoint_rejects_bad_indices(covered: int, kept: list[int]) -> None:
 
 
 def test_rewrite_composition() -> None:
-    raw = conversation(9)
+    raw = conversation(12)
+    early = {"role": "user", "content": "summary of 2-3"}
+    late = {"role": "user", "content": "summary of 5-7"}
     elided_kept = {"role": "user", "content": "[tool output elided]"}
     elided_tail = {"role": "assistant", "content": "[elided]"}
-    cp = make(raw, 5, kept_indices=[0, 1], overrides={1: elided_kept, 7: elided_tail})
+    cp = make(
+        raw,
+        9,
+        slots=[Slot(start=2, end=4, message=early), Slot(start=5, end=8, message=late)],
+        overrides={1: elided_kept, 8: elided_tail},
+    )
 
     out = cp.rewrite(raw)
 
-    assert out == [raw[0], elided_kept, cp.summary_message, raw[5], raw[6], elided_tail, raw[8]]
+    # each summary sits where the run it replaces was; everything else keeps its raw order
+    expected = [raw[0], elided_kept, early, raw[4], late, elided_tail, raw[9], raw[10], raw[11]]
+    assert out == expected
     # the caller's objects pass through; the checkpoint's own are copies
-    assert out[0] is raw[0] and out[3] is raw[5] and out[6] is raw[8]
-    assert out[1] is not cp.overrides[1] and out[2] is not cp.summary_message
+    assert out[0] is raw[0] and out[3] is raw[4] and out[8] is raw[11]
+    assert out[1] is not cp.overrides[1] and out[2] is not cp.slots[0].message
     out[2]["content"] = "mutated"
     out[1]["content"] = "mutated"
-    assert cp.summary_message["content"] == "summary of 5"
+    assert cp.slots[0].message["content"] == "summary of 2-3"
     assert cp.overrides[1] == elided_kept
     # the same input always rewrites to the same bytes
     assert canonical_json(cp.rewrite(raw)) == canonical_json(cp.rewrite(raw))
-    # exactly the covered prefix: summary then nothing
-    assert cp.rewrite(raw[:5]) == [raw[0], elided_kept, cp.summary_message]
-    with pytest.raises(ValueError, match="covers 5"):
-        cp.rewrite(raw[:4])
+    # exactly the basis, then nothing more
+    assert cp.rewrite(raw[:9]) == expected[:6]
+    with pytest.raises(ValueError, match="computed from 9"):
+        cp.rewrite(raw[:8])
+    assert cp.covered_count == 8 and cp.slot_at(6) == cp.slots[1] and cp.slot_at(4) is None
+
+
+def test_a_version_1_record_loads_for_reading_but_never_applies() -> None:
+    raw = conversation(8)
+    v1 = {
+        "id": "a" * 32,
+        "namespace": "ns-a",
+        "session": "s1",
+        "covered_count": 5,
+        "covered_prefix_hash": prefix_chain(raw[:5])[-1],
+        "kept_indices": [0, 1],
+        "summary_message": {"role": "user", "content": "old summary"},
+        "overrides": {"6": {"role": "assistant", "content": "[elided]"}},
+        "summary": "old summary",
+        "ledger": [],
+        "score": 0.5,
+        "tokens_before": 900,
+        "tokens_after": 300,
+        "model": "gpt-4o",
+        "summary_model": "gpt-4o",
+        "trigger": "threshold",
+        "created_at": 1.0,
+    }
+    cp = Checkpoint.model_validate(v1)
+    assert not cp.applicable and cp.format == 1
+    assert cp.summary == "old summary" and cp.score == 0.5
+    assert [(s.start, s.end) for s in cp.slots] == [(2, 5)]
+    store = MemoryStore()
+    store.put(cp)
+    assert store.get("ns-a", cp.id) == cp
+    assert store.find_latest("ns-a", prefix_candidates(prefix_chain(raw))) is None
 
 
 # --------------------------------------------------------------------------- both stores
@@ -187,9 +244,8 @@ def test_round_trip_survives_restart(harness: Harness) -> None:
     }
     cp = make(
         raw,
-        5,
-        kept_indices=[0, 1],
-        summary_message=summary_message,
+        7,
+        slots=[Slot(start=3, end=5, message=summary_message, summary="s", score=0.5)],
         overrides={2: {"role": "user", "content": "[elided ✂]"}, 6: {"role": "x", "k": [1]}},
         ledger=[{"kind": "file", "text": "src/ü.py"}, {"kind": "decision", "text": "use WAL"}],
         score=0.75,
@@ -209,7 +265,7 @@ def test_round_trip_survives_restart(harness: Harness) -> None:
     assert got is not None and all(isinstance(k, int) for k in got.overrides)
     assert canonical_json(got.rewrite(raw)) == before
     # key order inside messages is kept too, not only the canonical form
-    assert list(got.summary_message) == list(summary_message)
+    assert list(got.slots[0].message) == list(summary_message)
     assert got.model_dump_json() == cp.model_dump_json()
 
 
@@ -225,7 +281,7 @@ def test_put_same_id_is_idempotent_and_replaces(harness: Harness) -> None:
     assert harness.store.get("ns-a", cp.id) == changed
 
 
-def test_find_latest_picks_largest_covered_prefix(harness: Harness) -> None:
+def test_find_latest_picks_the_longest_basis_the_conversation_extends(harness: Harness) -> None:
     raw = conversation(12)
     chain = prefix_chain(raw)
     store = harness.store
@@ -268,7 +324,7 @@ def test_find_latest_ignores_other_namespaces_and_mismatched_counts(harness: Har
     store.put(mine)
     store.put(make(raw, 9, namespace="ns-b"))  # longer, but another tenant's
     # right hash, wrong count: must not be taken for a 9-message prefix
-    store.put(make(raw, 5, covered_prefix_hash=chain[8]))
+    store.put(make(raw, 5, basis_hash=chain[8]))
     assert store.find_latest("ns-a", prefix_candidates(chain)) == mine
     assert store.find_latest("ns-c", prefix_candidates(chain)) is None
     found_b = store.find_latest("ns-b", prefix_candidates(chain))
@@ -331,7 +387,8 @@ def test_update_reported(harness: Harness) -> None:
 
 def test_failed_serialisation_leaves_no_row(harness: Harness) -> None:
     raw = conversation(6)
-    bad = make(raw, 3, summary_message={"role": "user", "content": "lone \ud800 surrogate"})
+    lone = {"role": "user", "content": "lone \ud800 surrogate"}
+    bad = make(raw, 3, slots=[Slot(start=1, end=3, message=lone)])
     with pytest.raises(ValueError):  # pydantic's serialisation error is a ValueError
         harness.store.put(bad)
     store = harness.restart()
@@ -391,7 +448,7 @@ def test_find_latest_with_a_long_chain(harness: Harness) -> None:
     # many unrelated checkpoints, in this and other namespaces
     other = prefix_chain(conversation(300, tag="unrelated "))
     for i, digest in enumerate(other):
-        store.put(make(raw, i + 1, covered_prefix_hash=digest, namespace=f"ns-{i % 3}"))
+        store.put(make(raw, i + 1, basis_hash=digest, namespace=f"ns-{i % 3}"))
     early = make(raw, 10)
     store.put(early)
     assert store.find_latest("ns-a", candidates) == early  # every batch searched
@@ -419,13 +476,13 @@ def test_sqlite_creates_parents_private_file_and_schema(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         plan = conn.execute(
-            "EXPLAIN QUERY PLAN SELECT covered_prefix_hash, covered_count, created_at, seq "
-            "FROM checkpoints WHERE namespace = ? AND covered_prefix_hash IN (?, ?, ?)",
+            "EXPLAIN QUERY PLAN SELECT basis_hash, basis_count, created_at, seq "
+            "FROM checkpoints WHERE namespace = ? AND basis_hash IN (?, ?, ?)",
             ("ns", "a", "b", "c"),
         ).fetchall()
     finally:
         conn.close()
-    assert any("checkpoints_prefix" in str(row) for row in plan), plan
+    assert any("checkpoints_basis" in str(row) for row in plan), plan
     # reopening an up-to-date database changes nothing
     with SQLiteStore(path) as store:
         assert store.schema_version == SCHEMA_VERSION
@@ -486,13 +543,13 @@ def test_sqlite_crash_before_commit_leaves_no_row(sqlite_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import os
-        from summarizer.checkpoints import Checkpoint
+        from summarizer.checkpoints import Checkpoint, Slot
         from summarizer.stores import SQLiteStore
 
         store = SQLiteStore({str(sqlite_path)!r})
         store.put(Checkpoint(
-            id="kept", namespace="ns", session="s", covered_count=1, covered_prefix_hash="h",
-            summary_message={{"role": "user", "content": "ok"}}, summary="ok",
+            id="kept", namespace="ns", session="s", basis_count=1, basis_hash="h",
+            summary="ok",
             tokens_before=1, tokens_after=1, model="m", summary_model="m", trigger="manual",
         ))
         def die(statement):
@@ -500,8 +557,9 @@ def test_sqlite_crash_before_commit_leaves_no_row(sqlite_path: Path) -> None:
                 os._exit(17)
         store._conn.set_trace_callback(die)
         store.put(Checkpoint(
-            id="lost", namespace="ns", session="s", covered_count=2, covered_prefix_hash="h2",
-            summary_message={{"role": "user", "content": "x" * 100000}}, summary="x",
+            id="lost", namespace="ns", session="s", basis_count=2, basis_hash="h2",
+            slots=[Slot(start=0, end=2, message={{"role": "user", "content": "x" * 100000}})],
+            summary="x",
             tokens_before=1, tokens_after=1, model="m", summary_model="m", trigger="manual",
         ))
         """
@@ -526,16 +584,15 @@ def test_sqlite_several_processes_share_a_file(sqlite_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import sys
-        from summarizer.checkpoints import Checkpoint
+        from summarizer.checkpoints import Checkpoint, Slot
         from summarizer.stores import SQLiteStore
 
         worker = sys.argv[1]
         with SQLiteStore({str(sqlite_path)!r}) as store:
             for i in range(30):
                 cp = Checkpoint(
-                    namespace="ns", session="p" + worker, covered_count=1 + i,
-                    covered_prefix_hash=f"h{{i}}", summary_message={{"role": "user"}},
-                    summary="s", tokens_before=1, tokens_after=1, model="m",
+                    namespace="ns", session="p" + worker, basis_count=1 + i,
+                    basis_hash=f"h{{i}}", summary="s", tokens_before=1, tokens_after=1, model="m",
                     summary_model="m", trigger="manual",
                 )
                 store.put(cp)
@@ -610,3 +667,84 @@ def test_sqlite_generation_sees_another_connections_writes(sqlite_path: Path) ->
         before = mine.generation()
         theirs.put(make(conversation(6), 4))
         assert mine.generation() != before
+
+
+# --------------------------------------------------------------------------- migration and leases
+
+
+def test_a_version_1_database_is_migrated_and_its_rows_are_listed_but_never_applied(
+    sqlite_path: Path,
+) -> None:
+    """0.1.0 matched a checkpoint by a covered prefix, which applied it to forks of the
+    conversation too; its rows keep their text but no longer rewrite anything."""
+    from summarizer.stores import MIGRATIONS
+
+    raw = conversation(8)
+    chain = prefix_chain(raw)
+    conn = sqlite3.connect(sqlite_path)
+    for statement in MIGRATIONS[0]:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    body = {
+        "id": "b" * 32,
+        "namespace": "ns-a",
+        "session": "s1",
+        "covered_count": 5,
+        "covered_prefix_hash": chain[4],
+        "kept_indices": [0, 1],
+        "summary_message": {"role": "user", "content": "old summary"},
+        "summary": "old summary",
+        "tokens_before": 900,
+        "tokens_after": 300,
+        "model": "gpt-4o",
+        "summary_model": "gpt-4o",
+        "trigger": "threshold",
+        "created_at": 1.0,
+    }
+    conn.execute(
+        "INSERT INTO checkpoints (namespace, id, session, covered_prefix_hash, covered_count, "
+        "created_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        ("ns-a", body["id"], "s1", chain[4], 5, 1.0, canonical_json(body)),
+    )
+    conn.commit()
+    conn.close()
+    with SQLiteStore(sqlite_path) as store:
+        assert store.schema_version == SCHEMA_VERSION == 2
+        listed = store.list_session("ns-a", "s1")
+        assert [c.summary for c in listed] == ["old summary"] and not listed[0].applicable
+        assert store.find_latest("ns-a", prefix_candidates(chain)) is None
+        store.update_reported("ns-a", "b" * 32, reported_tokens_after=280)
+        assert store.find_latest("ns-a", prefix_candidates(chain)) is None
+        fresh = make(raw, 6)
+        store.put(fresh)
+        assert store.find_latest("ns-a", prefix_candidates(chain)) == fresh
+    conn = sqlite3.connect(sqlite_path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
+
+
+def test_lease_is_exclusive_renewable_and_expires(harness: Harness) -> None:
+    store = harness.store
+    assert store.try_lease("ns-a", "s1", "one", 60)
+    assert store.try_lease("ns-a", "s1", "one", 60)  # its holder renews it
+    assert not store.try_lease("ns-a", "s1", "two", 60)
+    assert store.try_lease("ns-b", "s1", "two", 60)  # another tenant's session of that name
+    assert store.try_lease("ns-a", "s2", "two", 60)
+    store.release_lease("ns-a", "s1", "two")  # not its lease: nothing happens
+    assert not store.try_lease("ns-a", "s1", "two", 60)
+    store.release_lease("ns-a", "s1", "one")
+    assert store.try_lease("ns-a", "s1", "two", 0.05)
+    assert not store.try_lease("ns-a", "s1", "one", 60)
+    threading.Event().wait(0.1)
+    assert store.try_lease("ns-a", "s1", "one", 60)  # the other's lease expired
+
+
+def test_sqlite_lease_holds_across_connections(sqlite_path: Path) -> None:
+    with SQLiteStore(sqlite_path) as first, SQLiteStore(sqlite_path) as second:
+        assert first.try_lease("ns", "s", "p1", 60)
+        assert not second.try_lease("ns", "s", "p2", 60)
+        first.release_lease("ns", "s", "p1")
+        assert second.try_lease("ns", "s", "p2", 60)
+        assert not first.try_lease("ns", "s", "p1", 60)

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..config import CompactionConfig
 from ..engine import ContextEngine, drive_sync
+from ..errors import BudgetExceeded
 from ..messages import message_text
 from ..prompts import load_prompt, render_prompt
 from ..results import PrepareResult, SummarizeCall, SummaryOutcome
@@ -87,13 +88,23 @@ def run_engine(
     config: CompactionConfig,
     perform: SummaryClient,
 ) -> tuple[PrepareResult, MemoryStore]:
-    """One forced compaction of ``job.case`` by the engine; the store holds its checkpoint."""
+    """One forced compaction of ``job.case`` by the engine; the store holds its checkpoint.
+
+    The engine's hard limit is the (larger) window; a compaction that lands over the budget is
+    refused here as ``BudgetExceeded``, the evaluation's "infeasible".
+    """
     store = MemoryStore()
     engine = ContextEngine(config, store)
     located = engine.locate(
         job.case.messages, model=job.agent_model, tools=job.case.tools, session="eval"
     )
     result = drive_sync(engine.steps(located, trigger="manual"), perform)
+    if result.report.estimated_tokens > job.budget_tokens:
+        raise BudgetExceeded(
+            required_tokens=result.report.estimated_tokens,
+            budget_tokens=job.budget_tokens,
+            detail="what the engine must keep does not fit the evaluation's budget",
+        )
     return result, store
 
 
@@ -272,34 +283,46 @@ class FromScratch(OneRowPerCase):
         planned, _ = run_engine(job, config, _no_model(FROM_SCRATCH_EMPTY_REASON))
         event = planned.event
         assert event is not None  # a forced compaction always has its event
-        kept = set(event.kept_indices)
-        span = [m for i, m in enumerate(job.case.messages[: event.cut[1]]) if i not in kept]
-        body = from_scratch_request(
-            span,
-            model=job.agent_model,
-            max_summary_tokens=job.max_summary_tokens,
-            version=job.prompt_version,
-        )
-        outcome = client(SummarizeCall(body=body))
-        counter = job.counter
-        prompt = outcome.prompt_tokens or counter.count_messages(body["messages"])
-        call = _model_call(
-            "from-scratch", body, outcome, prompt_tokens=prompt, reusable=0, counter=counter
-        )
-        notes = _notes(planned)
+        raw_ids = {id(m) for m in job.case.messages}
         messages = list(planned.messages)
-        if outcome.error is not None:
-            return finish(job, messages, calls=[call], failure=outcome.error, notes=notes)
-        text = (outcome.text or "").strip()
-        tokens = counter.count_text(text)
-        problem = summary_problem(
-            text, outcome.finish_reason, max_tokens=job.max_summary_tokens, tokens=tokens
-        )
-        if problem == "empty":
-            # As the engine does: the mechanical fallback the plan already holds.
-            return finish(job, messages, calls=[call], failure=problem, notes=[*notes, "fallback"])
-        if problem == "too_long":
-            text = cut_at_sentence(text, job.max_summary_tokens, counter.count_text)
-            notes.append("summary_cut")
-        messages[len(event.kept_indices)] = summary_message(text, "", job.prompt_version)
-        return finish(job, messages, summary=text, calls=[call], notes=notes)
+        # The summaries this compaction wrote, in order: the messages the agent never sent.
+        positions = [
+            i for i, m in enumerate(messages) if id(m) not in raw_ids and m.get("role") == "user"
+        ]
+        notes = _notes(planned)
+        calls: list[ModelCall] = []
+        texts: list[str] = []
+        counter = job.counter
+        for (start, end), position in zip(event.replaced, positions, strict=True):
+            body = from_scratch_request(
+                job.case.messages[start:end],
+                model=job.agent_model,
+                max_summary_tokens=job.max_summary_tokens,
+                version=job.prompt_version,
+            )
+            outcome = client(SummarizeCall(body=body))
+            prompt = outcome.prompt_tokens or counter.count_messages(body["messages"])
+            calls.append(
+                _model_call(
+                    "from-scratch", body, outcome, prompt_tokens=prompt, reusable=0, counter=counter
+                )
+            )
+            if outcome.error is not None:
+                return finish(job, messages, calls=calls, failure=outcome.error, notes=notes)
+            text = (outcome.text or "").strip()
+            tokens = counter.count_text(text)
+            problem = summary_problem(
+                text, outcome.finish_reason, max_tokens=job.max_summary_tokens, tokens=tokens
+            )
+            if problem == "empty":
+                # As the engine does: the mechanical fallback the plan already holds.
+                notes.append("fallback")
+                continue
+            if problem == "too_long":
+                text = cut_at_sentence(text, job.max_summary_tokens, counter.count_text)
+                notes.append("summary_cut")
+            messages[position] = summary_message(text, "", job.prompt_version)
+            texts.append(text)
+        if not texts:
+            return finish(job, messages, calls=calls, failure="empty", notes=notes)
+        return finish(job, messages, summary="\n\n".join(texts), calls=calls, notes=notes)

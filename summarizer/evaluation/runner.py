@@ -41,9 +41,10 @@ RUN_FILE = "run.json"
 PROMPTS_USED = (
     "self_summary",
     "self_summary_strict",
+    "self_summary_since",
+    "self_summary_since_strict",
     "summary_frame",
     "fallback_summary",
-    "elided_output",
     "truncated_output",
     "masked_output",
     "from_scratch_system",
