@@ -787,3 +787,21 @@ def test_max_log_keeps_only_the_newest_requests() -> None:
             )
         logged = [record.messages[0]["content"] for record in upstream.requests]
     assert logged == ["two", "three"]
+
+
+def test_summary_responder_summarizes_only_after_a_quoted_message() -> None:
+    from summarizer.prompts import render_prompt
+    from summarizer.testing import summary_responder
+
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "Fix src/old.py first."},
+        {"role": "assistant", "content": "Edited src/old.py: NOTE: old part done"},
+        {"role": "user", "content": "Now also update CHANGELOG.md please."},
+        {"role": "assistant", "content": "Updating. NOTE: changelog has a 2.1 section"},
+    ]
+    instruction = render_prompt("self_summary_since", anchor="Now also update CHANGELOG.md please.")
+    reply = summary_responder({"messages": [*messages, {"role": "user", "content": instruction}]})
+    assert "changelog has a 2.1 section" in reply.content
+    assert "old part done" not in reply.content
+    assert "Now also update CHANGELOG.md please." in reply.content.split("## Notes")[0]

@@ -21,7 +21,7 @@ from typing import Any, TypeAlias
 
 from pydantic import BaseModel, Field
 
-from ..messages import INSTRUCTION_ROLES, content_text
+from ..messages import INSTRUCTION_ROLES, content_text, message_text
 from ..tokenizers import load_encoding
 
 __all__ = [
@@ -143,6 +143,7 @@ _FILE_EXTENSIONS = frozenset(
     css scss sql xml lock proto graphql swift m mm lua pl r dart vue svelte tf gradle""".split()  # noqa: SIM905
 )
 _WORD_RE = re.compile(r"[\w./~-]+")
+_ANCHOR_RE = re.compile(r"«(.*?)»", re.DOTALL)
 _TRIM = ".,:;-"
 
 
@@ -245,7 +246,9 @@ def summary_responder(body: dict[str, Any]) -> Reply:
 
     Like a model following a stricter retry instruction, it also lists any facts the instruction
     says "must be mentioned: a; b; c" (under ``## Files and identifiers``, when missing) and keeps
-    to "under N words".
+    to "under N words". Asked to summarize only what came after a quoted message (``«...»``), it
+    summarizes the messages after the last one that begins with that text, and takes the task
+    from that message when it is the user's.
     """
     raw = body.get("messages")
     messages: list[Mapping[str, Any]] = (
@@ -259,7 +262,16 @@ def summary_responder(body: dict[str, Any]) -> Reply:
             messages = earlier
 
     task = "(no task stated)"
-    for message in messages:
+    anchor = _ANCHOR_RE.search(instruction)
+    if anchor is not None:
+        quoted = anchor.group(1).removesuffix("…")
+        for index in range(len(messages) - 1, -1, -1):
+            if " ".join(message_text(messages[index]).split()).startswith(quoted):
+                if messages[index].get("role") == "user":
+                    task = _clip(content_text(messages[index]).strip() or task, _TASK_CHARS)
+                messages = messages[index + 1 :]
+                break
+    for message in messages if anchor is None else ():
         if message.get("role") == "user":
             text = content_text(message)
             task = _clip((_previous_task(text) or text).strip() or task, _TASK_CHARS)
