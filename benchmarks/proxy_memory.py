@@ -660,7 +660,7 @@ def cache_bounds(page_cache_kib: int, footprints: dict[str, Footprint]) -> list[
         ],
         [
             "SQLite page cache (one connection)",
-            "`summarizer/stores.py` sets none: SQLite's default `PRAGMA cache_size`",
+            "`summarizer/stores/sqlite.py` sets none: SQLite's default `PRAGMA cache_size`",
             f"{page_cache_kib:,} KiB",
             "",
             f"{page_cache_kib / 1024:.0f} MiB",

@@ -1,0 +1,41 @@
+"""Where checkpoints live between requests: in memory, or in a SQLite file that survives restarts.
+
+Invariants every store keeps:
+
+- a checkpoint is written whole or not at all (one transaction per ``put``), and reads back equal
+  to what was written (it is stored as its own JSON), so rewrites stay byte-identical;
+- rows are scoped by ``namespace``: ``get``, ``find_latest`` and ``list_session`` never return
+  another namespace's checkpoint. A store holds only the namespace hash the caller gives it, never
+  a credential;
+- every method is safe to call from several threads; ``SQLiteStore`` also from several processes;
+- a *lease* per session (``try_lease``/``release_lease``) lets one compaction run at a time for a
+  session across every process sharing the store; an expired lease (its holder died) is taken over.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import ConfigurationError
+from .base import Store, prefix_candidates
+from .memory import MemoryStore
+from .sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "MemoryStore",
+    "SQLiteStore",
+    "Store",
+    "open_store",
+    "prefix_candidates",
+]
+
+
+def open_store(spec: str | os.PathLike[str] | None) -> Store:
+    """``MemoryStore()`` for None, else ``SQLiteStore(spec)`` (a path, or ``":memory:"``)."""
+    if spec is None:
+        return MemoryStore()
+    if not os.fspath(spec):
+        raise ConfigurationError("the checkpoint store path is empty; pass a path or None")
+    return SQLiteStore(spec)

@@ -1,0 +1,143 @@
+"""What every checkpoint store is: the ``Store`` protocol and the pieces both stores share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
+
+from ..checkpoints import Checkpoint
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Persistence for checkpoints, scoped by namespace."""
+
+    def put(self, checkpoint: Checkpoint) -> None:
+        """Save ``checkpoint`` atomically; saving the same (namespace, id) again replaces it."""
+        ...
+
+    def get(self, namespace: str, checkpoint_id: str) -> Checkpoint | None:
+        """The checkpoint with this id in ``namespace``, or None."""
+        ...
+
+    def find_latest(self, namespace: str, prefix_hashes: Mapping[str, int]) -> Checkpoint | None:
+        """The checkpoint whose basis is among ``prefix_hashes`` (hash -> count).
+
+        Only applicable checkpoints with ``prefix_hashes[basis_hash] == basis_count`` match; the
+        largest ``basis_count`` wins, then the newest ``created_at``, then the latest written.
+        """
+        ...
+
+    def list_session(self, namespace: str, session: str) -> list[Checkpoint]:
+        """Every checkpoint of a session, oldest first."""
+        ...
+
+    def update_reported(
+        self,
+        namespace: str,
+        checkpoint_id: str,
+        *,
+        reported_tokens_after: int | None = None,
+        reported_tokens_before: int | None = None,
+    ) -> None:
+        """Record provider-reported token counts (None leaves a field as is; unknown id: no-op)."""
+        ...
+
+    def generation(self) -> int | None:
+        """A number that changes whenever anything is written to the store, by this process or
+        another; None when the store cannot tell (callers then assume every call changes it).
+
+        It lets a caller that found no checkpoint for some prefixes skip asking again.
+        """
+        ...
+
+    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> bool:
+        """Take or renew the session's compaction lease for ``owner`` until ``ttl_s`` from now;
+        False while another owner holds an unexpired one."""
+        ...
+
+    def release_lease(self, namespace: str, session: str, owner: str) -> None:
+        """Give the lease up if ``owner`` holds it (otherwise nothing happens)."""
+        ...
+
+    def close(self) -> None:
+        """Release resources; later calls raise ``ValueError``. Closing twice is harmless."""
+        ...
+
+    def __enter__(self) -> Self:
+        """The store itself."""
+        ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the store."""
+        ...
+
+
+def prefix_candidates(chain: Sequence[str], start: int = 0) -> dict[str, int]:
+    """The ``find_latest`` argument for a prefix chain: ``{chain[i]: i + 1}`` for ``i >= start``
+    (a caller that knows a checkpoint covering ``start`` messages asks only for longer ones)."""
+    return {chain[index]: index + 1 for index in range(start, len(chain))}
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """What ``find_latest`` ranks by, without parsing the checkpoint."""
+
+    covered_count: int
+    created_at: float
+    seq: int
+
+    @property
+    def rank(self) -> tuple[int, float, int]:
+        return (self.covered_count, self.created_at, self.seq)
+
+
+def _batches(prefix_hashes: Mapping[str, int], size: int) -> Iterable[list[tuple[str, int]]]:
+    """Candidates by descending count, in batches, so a search can stop at the first hits."""
+    items = sorted(prefix_hashes.items(), key=lambda item: item[1], reverse=True)
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class _Closable:
+    """Context-manager support and the closed check shared by both stores."""
+
+    _closed: bool = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("checkpoint store is closed")
+
+    def close(self) -> None:
+        """Release resources; later calls raise ``ValueError``. Closing twice is harmless."""
+        self._closed = True
+
+    def __enter__(self) -> Self:
+        """The store itself."""
+        self._check_open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the store."""
+        self.close()
+
+
+def _reported_update(after: int | None, before: int | None) -> dict[str, Any]:
+    update: dict[str, Any] = {}
+    if after is not None:
+        update["reported_tokens_after"] = after
+    if before is not None:
+        update["reported_tokens_before"] = before
+    return update

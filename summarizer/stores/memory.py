@@ -1,0 +1,131 @@
+"""``MemoryStore``: checkpoints in this process's memory, lost on exit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+
+from ..checkpoints import Checkpoint
+from .base import _Closable, _reported_update, _Row
+
+
+class MemoryStore(_Closable):
+    """Checkpoints in this process's memory, lost on exit (library mode's default).
+
+    Each checkpoint is kept as its JSON and parsed on read, exactly like ``SQLiteStore``, so a
+    caller mutating a checkpoint it put or got never alters the stored one.
+    """
+
+    def __init__(self) -> None:
+        """An empty store."""
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._writes = 0
+        # (namespace, id) -> (row, session, covered_prefix_hash, json)
+        self._rows: dict[tuple[str, str], tuple[_Row, str, str, str]] = {}
+        self._by_prefix: dict[tuple[str, str], set[str]] = {}
+        self._leases: dict[tuple[str, str], tuple[str, float]] = {}
+
+    def put(self, checkpoint: Checkpoint) -> None:
+        """Save ``checkpoint``; saving the same (namespace, id) again replaces it."""
+        body = checkpoint.model_dump_json()  # may raise: nothing is changed yet
+        key = (checkpoint.namespace, checkpoint.id)
+        with self._lock:
+            self._check_open()
+            old = self._rows.get(key)
+            if old is None:
+                self._seq += 1
+                seq = self._seq
+            else:
+                seq = old[0].seq
+                self._by_prefix[(key[0], old[2])].discard(key[1])
+            # A record that may not be applied is kept under a basis no chain can produce.
+            basis = checkpoint.basis_hash if checkpoint.applicable else ""
+            row = _Row(checkpoint.basis_count, checkpoint.created_at, seq)
+            self._rows[key] = (row, checkpoint.session, basis, body)
+            self._by_prefix.setdefault((key[0], basis), set()).add(key[1])
+            self._writes += 1
+
+    def generation(self) -> int | None:
+        """Changes with every write (see ``Store``)."""
+        with self._lock:
+            return self._writes
+
+    def get(self, namespace: str, checkpoint_id: str) -> Checkpoint | None:
+        """The checkpoint with this id in ``namespace``, or None."""
+        with self._lock:
+            self._check_open()
+            entry = self._rows.get((namespace, checkpoint_id))
+        return None if entry is None else Checkpoint.model_validate_json(entry[3])
+
+    def find_latest(self, namespace: str, prefix_hashes: Mapping[str, int]) -> Checkpoint | None:
+        """The best checkpoint whose basis is among ``prefix_hashes`` (see ``Store``)."""
+        best: tuple[_Row, str] | None = None
+        with self._lock:
+            self._check_open()
+            for digest, count in prefix_hashes.items():
+                for checkpoint_id in self._by_prefix.get((namespace, digest), ()):
+                    entry = self._rows[(namespace, checkpoint_id)]
+                    row = entry[0]
+                    if row.covered_count == count and (best is None or row.rank > best[0].rank):
+                        best = (row, entry[3])
+        return None if best is None else Checkpoint.model_validate_json(best[1])
+
+    def list_session(self, namespace: str, session: str) -> list[Checkpoint]:
+        """Every checkpoint of a session, oldest first."""
+        with self._lock:
+            self._check_open()
+            found = [
+                (row, body)
+                for (ns, _), (row, sess, _, body) in self._rows.items()
+                if ns == namespace and sess == session
+            ]
+        found.sort(key=lambda item: (item[0].created_at, item[0].seq))
+        return [Checkpoint.model_validate_json(body) for _, body in found]
+
+    def update_reported(
+        self,
+        namespace: str,
+        checkpoint_id: str,
+        *,
+        reported_tokens_after: int | None = None,
+        reported_tokens_before: int | None = None,
+    ) -> None:
+        """Record provider-reported token counts (None leaves a field as is; unknown id: no-op)."""
+        update = _reported_update(reported_tokens_after, reported_tokens_before)
+        key = (namespace, checkpoint_id)
+        with self._lock:
+            self._check_open()
+            entry = self._rows.get(key)
+            if entry is None or not update:
+                return
+            checkpoint = Checkpoint.model_validate_json(entry[3]).model_copy(update=update)
+            self._rows[key] = (entry[0], entry[1], entry[2], checkpoint.model_dump_json())
+            self._writes += 1
+
+    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> bool:
+        """Take or renew the session's compaction lease (see ``Store``)."""
+        now = time.time()
+        with self._lock:
+            self._check_open()
+            held = self._leases.get((namespace, session))
+            if held is not None and held[0] != owner and held[1] > now:
+                return False
+            self._leases[(namespace, session)] = (owner, now + ttl_s)
+            return True
+
+    def release_lease(self, namespace: str, session: str, owner: str) -> None:
+        """Give the lease up if ``owner`` holds it."""
+        with self._lock:
+            held = self._leases.get((namespace, session))
+            if held is not None and held[0] == owner:
+                del self._leases[(namespace, session)]
+
+    def close(self) -> None:
+        """Drop every checkpoint; later calls raise ``ValueError``."""
+        with self._lock:
+            self._closed = True
+            self._rows.clear()
+            self._by_prefix.clear()
+            self._leases.clear()
