@@ -28,6 +28,7 @@ from .chat import chat_completions
 from .errors import error_response
 from .headers import credential, credential_namespace, response_headers
 from .metrics import CONTENT_TYPE
+from .paths import UnsafePath, upstream_path
 from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")
@@ -74,9 +75,20 @@ async def session_checkpoints(request: Request) -> Response:
 
 
 async def passthrough(request: Request) -> Response:
-    """Any other ``/v1`` route: forwarded as is, the answer relayed as it arrives."""
+    """Any other ``/v1`` route: forwarded as is, the answer relayed as it arrives.
+
+    The path goes upstream as the client wrote it, once ``upstream_path`` has checked that it
+    stays under the upstream's base path; any other is refused with 400 and never forwarded.
+    """
     state: ProxyState = request.app.state.proxy
-    path = request.url.path.removeprefix("/v1")
+    try:
+        path = upstream_path(request.scope.get("raw_path") or request.scope["path"].encode())
+    except UnsafePath as exc:
+        return error_response(
+            400,
+            f"This path is not forwarded upstream: {exc}. A path must stay under /v1/.",
+            code="invalid_path",
+        )
     has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
     upstream_request = state.http.build_request(
         request.method,
