@@ -8,14 +8,24 @@ test upstream's own log.
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
+from summarizer.errors import ConfigurationError
 from summarizer.proxy import ProxyServer
 from summarizer.settings import Settings
 from summarizer.testing import TestUpstream
@@ -67,6 +77,16 @@ def raw_request(
         )
     finally:
         connection.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def sha256_of(key: str) -> str:
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 
 
 def assert_openai_error(body: bytes, *, code: str, param: str | None = None) -> dict[str, Any]:
@@ -137,3 +157,158 @@ def test_a_path_inside_v1_is_forwarded_as_the_client_wrote_it(
     [received] = upstream.requests
     assert received.path == forwarded
     assert received.headers["authorization"] == f"Bearer {SERVER_KEY}"
+
+
+# -- item 12: who may use the proxy (and so the server-side key) ----------------------------------
+
+
+def test_client_keys_are_held_as_digests_only() -> None:
+    settings = Settings.from_env({"SUMMARIZER_CLIENT_KEYS": f" {CLIENT_KEY} , sk-other-key ,"})
+    assert len(settings.client_keys) == 2
+    held = repr(settings) + json.dumps(settings.model_dump(mode="json"))
+    assert CLIENT_KEY not in held and "sk-other-key" not in held
+    digest = sha256_of(CLIENT_KEY)
+    assert digest in settings.client_keys
+    # A digest is taken as one (keys can stay off command lines), and survives a round trip.
+    assert Settings(client_keys=[digest]).client_keys == {digest}
+    assert Settings.model_validate(settings.model_dump()).client_keys == settings.client_keys
+    # A flag replaces the environment, as for every other setting.
+    flagged = Settings.from_env({"SUMMARIZER_CLIENT_KEYS": "sk-env"}, client_keys=[CLIENT_KEY])
+    assert flagged.client_keys == {digest}
+
+
+@pytest.mark.parametrize("server_key", [SERVER_KEY, None])
+def test_with_client_keys_every_v1_request_needs_one_of_them(
+    upstream: TestUpstream, start_proxy: ProxyFactory, server_key: str | None
+) -> None:
+    proxy = start_proxy(upstream_api_key=server_key, client_keys=[CLIENT_KEY, "sk-second-key"])
+    chat = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+    refused = [
+        ("GET", "/v1/models", {}),
+        ("GET", "/v1/models", {"Authorization": "Bearer sk-not-on-the-list"}),
+        ("GET", "/v1/models", {"Authorization": f"Bearer {CLIENT_KEY}x"}),
+        # The digest the proxy holds is not a key.
+        ("GET", "/v1/models", {"Authorization": f"Bearer {sha256_of(CLIENT_KEY)}"}),
+        ("POST", "/v1/chat/completions", {"Content-Type": "application/json"}),
+        ("POST", "/v1/chat/completions", {"api-key": "sk-not-on-the-list"}),
+        ("GET", "/v1/summarizer/sessions/anything", {}),
+    ]
+    for method, target, headers in refused:
+        body = chat.encode() if method == "POST" else None
+        status, _, content = raw_request(proxy, method, target, body=body, headers=headers)
+        assert status == 401, (target, headers)
+        assert_openai_error(content, code="invalid_api_key")
+        assert CLIENT_KEY not in content.decode()
+    assert upstream.requests == []
+
+    for headers in (
+        {"Authorization": f"Bearer {CLIENT_KEY}"},
+        {"api-key": "sk-second-key"},
+        {"x-api-key": CLIENT_KEY},
+    ):
+        status, _, _ = raw_request(proxy, "GET", "/v1/models", headers=headers)
+        assert status == 200, headers
+    status, _, _ = raw_request(
+        proxy,
+        "POST",
+        "/v1/chat/completions",
+        body=chat.encode(),
+        headers={"Authorization": f"Bearer {CLIENT_KEY}", "Content-Type": "application/json"},
+    )
+    assert status == 200
+    sent = {request.headers.get("authorization") for request in upstream.requests}
+    if server_key is None:
+        assert f"Bearer {CLIENT_KEY}" in sent
+    else:
+        assert sent == {f"Bearer {server_key}"}
+    # Liveness and metrics stay open.
+    assert raw_request(proxy, "GET", "/healthz")[0] == 200
+    assert raw_request(proxy, "GET", "/metrics")[0] == 200
+
+
+def test_a_server_key_without_client_keys_is_refused_on_a_public_interface(
+    upstream: TestUpstream,
+) -> None:
+    settings = Settings(
+        upstream=upstream.base_url,
+        host="0.0.0.0",
+        port=0,
+        db=":memory:",
+        upstream_api_key=SERVER_KEY,
+    )
+    with pytest.raises(ConfigurationError) as refused:
+        ProxyServer(settings).start()
+    assert "--client-key" in str(refused.value)
+    assert SERVER_KEY not in str(refused.value)
+    # With an allow-list it starts (and still wants a key).
+    with ProxyServer(
+        settings.model_copy(update={"client_keys": frozenset({"sha256:" + "0" * 64})})
+    ) as proxy:
+        assert raw_request(proxy, "GET", "/v1/models")[0] == 401
+    assert upstream.requests == []
+
+
+def test_serve_refuses_a_server_key_on_a_public_interface_without_client_keys() -> None:
+    env = {**os.environ, "SUMMARIZER_UPSTREAM_API_KEY": SERVER_KEY}
+    env.pop("SUMMARIZER_CLIENT_KEYS", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "summarizer.cli", "serve", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ")
+    assert "--client-key" in result.stderr and "Traceback" not in result.stderr
+    assert SERVER_KEY not in result.stderr
+
+
+def test_a_server_key_on_loopback_without_client_keys_warns_at_startup(
+    upstream: TestUpstream, start_proxy: ProxyFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="summarizer.proxy")
+    start_proxy(upstream_api_key=SERVER_KEY)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("any local process" in message for message in warnings), warnings
+    assert SERVER_KEY not in caplog.text
+    caplog.clear()
+    start_proxy(upstream_api_key=SERVER_KEY, client_keys=[CLIENT_KEY])
+    assert not any("any local process" in r.getMessage() for r in caplog.records)
+
+
+def test_serve_takes_client_keys_from_the_flag(upstream: TestUpstream, tmp_path: Path) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "summarizer.cli", "serve", "--port", str(port)),
+            *("--upstream", upstream.base_url, "--db", str(tmp_path / "c.db")),
+            *("--client-key", CLIENT_KEY, "--client-key", "sk-second-key"),
+        ],
+        env={**os.environ, "SUMMARIZER_UPSTREAM_API_KEY": SERVER_KEY},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx2.get(f"{url}/healthz").status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.1)
+        assert httpx2.get(f"{url}/v1/models").status_code == 401
+        for key in (CLIENT_KEY, "sk-second-key"):
+            answer = httpx2.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {key}"})
+            assert answer.status_code == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    assert [r.headers["authorization"] for r in upstream.requests] == [f"Bearer {SERVER_KEY}"] * 2
+    assert SERVER_KEY not in stderr and CLIENT_KEY not in stderr

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..results import CompactionEvent
 from ..settings import Settings
 from ..stores import Store
+from .access import ClientKeyGuard, log_startup_notes
 from .chat import chat_completions
 from .errors import error_response
 from .headers import credential, credential_namespace, response_headers
@@ -188,6 +189,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        log_startup_notes(settings)
         await state.open()
         try:
             yield
@@ -212,5 +214,7 @@ def create_app(
         exception_handlers={Exception: _internal_error},
     )
     app.state.proxy = state
+    # Added first, so it runs inside RequestMetrics: its refusals are counted too.
+    app.add_middleware(ClientKeyGuard, settings=settings)
     app.add_middleware(RequestMetrics, state=state)
     return app

@@ -19,6 +19,7 @@ from ..results import CompactionEvent
 from ..settings import Settings
 from ..stores import Store
 from ..tokenizers import load_encoding
+from .access import check_exposure
 from .app import create_app
 
 
@@ -46,10 +47,15 @@ def tune_gc_for_serving() -> None:
 
 
 def serve(settings: Settings) -> None:
-    """Serve the proxy on ``settings.host:settings.port`` until interrupted."""
+    """Serve the proxy on ``settings.host:settings.port`` until interrupted.
+
+    Raises ``ConfigurationError`` before binding when the settings would expose the server-side
+    key (see ``access.check_exposure``).
+    """
     from ..logs import configure_logging
 
     log_config = configure_logging(settings.log_format, settings.log_level)
+    check_exposure(settings)
     check_tokenizers()
     app = create_app(settings)
     tune_gc_for_serving()
@@ -90,6 +96,7 @@ class ProxyServer:
         """Bind, start serving and wait until the server accepts connections."""
         if self._server is not None:
             return self
+        check_exposure(self.settings)
         check_tokenizers()
         family = socket.AF_INET6 if ":" in self.settings.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)

@@ -1,0 +1,125 @@
+"""Who may use the proxy, and the checks made before it serves.
+
+- With client keys configured (``--client-key``/``SUMMARIZER_CLIENT_KEYS``), every request but
+  ``/healthz`` and ``/metrics`` must carry one of them (401 ``invalid_api_key`` otherwise),
+  whether or not a server-side key is set. Keys are compared as SHA-256 digests, in constant
+  time.
+- With a server-side key (``SUMMARIZER_UPSTREAM_API_KEY``) and no client keys, whoever reaches
+  the port uses that key: the proxy refuses to listen on anything but loopback, and on loopback
+  says at startup that any local process can use it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import socket
+from collections.abc import Iterable
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..errors import ConfigurationError
+from ..settings import Settings, hash_key
+from .errors import error_response
+from .headers import credential
+
+logger = logging.getLogger("summarizer.proxy")
+
+OPEN_PATHS = frozenset({"/healthz", "/metrics"})
+"""Paths served without a client key."""
+
+
+def key_allowed(digests: Iterable[str], presented: str | None) -> bool:
+    """Whether ``presented`` is one of the keys whose digests are ``digests``.
+
+    Every digest is compared, in constant time, so timing says nothing about which one matched
+    or how much of it did.
+    """
+    if not presented:
+        return False
+    # Always hashed: a client presenting a digest (say, one seen on a command line) must not pass.
+    wanted = hash_key(presented).encode()
+    matched = False
+    for digest in digests:
+        matched |= hmac.compare_digest(digest.encode(), wanted)
+    return matched
+
+
+def _addresses(host: str) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The IP addresses ``host`` stands for (none when it cannot be resolved)."""
+    try:
+        return {ipaddress.ip_address(host.strip("[]").split("%", 1)[0])}
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return set()
+    out: set[ipaddress.IPv4Address | ipaddress.IPv6Address] = set()
+    for info in infos:
+        try:
+            out.add(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
+        except ValueError:
+            continue
+    return out
+
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on ``host`` is reachable from this machine only."""
+    if host.lower() == "localhost":
+        return True
+    addresses = _addresses(host)
+    return bool(addresses) and all(address.is_loopback for address in addresses)
+
+
+def check_exposure(settings: Settings) -> None:
+    """Refuse (``ConfigurationError``) a server-side key offered to every host that can connect."""
+    if settings.upstream_api_key is None or settings.client_keys or is_loopback(settings.host):
+        return
+    raise ConfigurationError(
+        f"refusing to listen on {settings.host} with SUMMARIZER_UPSTREAM_API_KEY set and no "
+        "client keys: anyone who can reach this port would use the server's key. Say which "
+        "clients may use it with --client-key KEY (repeatable) or "
+        "SUMMARIZER_CLIENT_KEYS=KEY1,KEY2, or listen on 127.0.0.1"
+    )
+
+
+def log_startup_notes(settings: Settings) -> None:
+    """Say at startup who can use this proxy."""
+    if settings.upstream_api_key is not None and not settings.client_keys:
+        logger.warning(
+            "SUMMARIZER_UPSTREAM_API_KEY is set and no client keys are: any local process that "
+            "can reach %s:%s can use the server's key (set --client-key or "
+            "SUMMARIZER_CLIENT_KEYS to require a key)",
+            settings.host,
+            settings.port,
+        )
+
+
+class ClientKeyGuard:
+    """Plain ASGI middleware: with client keys configured, refuse requests without one (401)."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.digests = settings.client_keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, or answer 401 before anything is read or forwarded."""
+        if scope["type"] != "http" or not self.digests or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        presented = credential(Headers(scope=scope))
+        if key_allowed(self.digests, presented):
+            await self.app(scope, receive, send)
+            return
+        problem = "Incorrect API key provided." if presented else "You didn't provide an API key."
+        response = error_response(
+            401,
+            f"{problem} This summarizer proxy accepts only the client keys it was started with "
+            "(--client-key or SUMMARIZER_CLIENT_KEYS), in an Authorization: Bearer, api-key or "
+            "x-api-key header.",
+            code="invalid_api_key",
+        )
+        await response(scope, receive, send)
