@@ -162,6 +162,14 @@ def serve(
     max_body_bytes: Annotated[
         int | None, typer.Option(help="Largest request body accepted. (default: 33554432 (32 MiB))")
     ] = None,
+    sessions_api: Annotated[
+        str | None,
+        typer.Option(
+            help="GET /v1/summarizer/sessions/ID: 'keyed' (only requests with a key, each for "
+            "its own sessions), 'all' (keyless requests too: they share one namespace) or "
+            "'off' (404). (default: keyed)"
+        ),
+    ] = None,
     client_key: Annotated[
         list[str] | None,
         typer.Option(
@@ -201,6 +209,7 @@ def serve(
             log_format=log_format,
             log_level=log_level,
             max_body_bytes=max_body_bytes,
+            sessions_api=sessions_api,
             client_keys=client_key or None,
         )
         run_server(settings)

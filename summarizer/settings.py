@@ -77,6 +77,10 @@ class Settings(BaseModel):
     """Seconds to wait for the upstream (connect, and between bytes of a reply)."""
     keepalive_interval: float = Field(default=5.0, gt=0)
     """Seconds between SSE comment keepalives while a compaction holds a streamed answer."""
+    sessions_api: Literal["keyed", "all", "off"] = "keyed"
+    """``GET /v1/summarizer/sessions/{id}``: ``keyed`` answers only requests with a credential
+    (each reads its own sessions), ``all`` keyless ones too (they all share one namespace),
+    ``off`` answers 404 to everyone."""
     client_keys: frozenset[str] = frozenset()
     """The keys a client must send one of (none: any client may use the proxy). Given as keys
     (``SUMMARIZER_CLIENT_KEYS`` is comma-separated) and held only as their ``sha256:<hex>``

@@ -23,17 +23,28 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import openai
 import pytest
 
 from summarizer.errors import ConfigurationError
 from summarizer.proxy import ProxyServer
 from summarizer.settings import Settings
-from summarizer.testing import TestUpstream
+from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
+
+from .test_proxy import TOOLS, long_history
 
 SERVER_KEY = "sk-server-side-key-0123456789"
 CLIENT_KEY = "sk-client-key-alpha-0123456789"
 
+MODEL = "gpt-4o-mini"
+
 ProxyFactory = Callable[..., ProxyServer]
+
+
+@pytest.fixture
+def upstream() -> Iterator[TestUpstream]:
+    with TestUpstream(context_window=16_000, responder=RoutingResponder(echo_responder)) as server:
+        yield server
 
 
 @pytest.fixture
@@ -312,3 +323,71 @@ def test_serve_takes_client_keys_from_the_flag(upstream: TestUpstream, tmp_path:
         _, stderr = process.communicate(timeout=30)
     assert [r.headers["authorization"] for r in upstream.requests] == [f"Bearer {SERVER_KEY}"] * 2
     assert SERVER_KEY not in stderr and CLIENT_KEY not in stderr
+
+
+# -- item 13: without a credential there is no tenancy -------------------------------------------
+
+
+def _compact_anonymously(proxy: ProxyServer, session: str) -> str:
+    """A conversation over the trigger, sent with no credential; its checkpoint id."""
+    answer = httpx2.post(
+        f"{proxy.base_url}/chat/completions",
+        json={"model": MODEL, "messages": long_history(7), "tools": TOOLS},
+        headers={"X-Summarizer-Session": session},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-summarizer-checkpoint"]
+    return answer.headers["x-summarizer-checkpoint"]
+
+
+def test_by_default_a_keyless_client_cannot_read_sessions(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy()
+    _compact_anonymously(proxy, "team-notes")
+    other = httpx2.get(f"{proxy.base_url}/summarizer/sessions/team-notes")
+    assert other.status_code == 401
+    assert_openai_error(other.content, code="invalid_api_key")
+    # A keyed client still reads its own sessions, and only those.
+    keyed = openai.OpenAI(base_url=proxy.base_url, api_key=CLIENT_KEY, max_retries=0)
+    keyed.chat.completions.create(
+        model=MODEL,
+        messages=long_history(7),
+        tools=TOOLS,
+        extra_headers={"X-Summarizer-Session": "mine"},
+    )
+    found = keyed.get("/summarizer/sessions/mine", cast_to=object)
+    assert isinstance(found, dict) and len(found["checkpoints"]) == 1
+    theirs = httpx2.get(
+        f"{proxy.base_url}/summarizer/sessions/team-notes",
+        headers={"Authorization": f"Bearer {CLIENT_KEY}"},
+    )
+    assert theirs.status_code == 404
+
+
+def test_sessions_api_all_serves_keyless_clients_and_off_serves_no_one(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    shared = start_proxy(sessions_api="all")
+    checkpoint = _compact_anonymously(shared, "team-notes")
+    found = httpx2.get(f"{shared.base_url}/summarizer/sessions/team-notes")
+    assert found.status_code == 200
+    assert [c["id"] for c in found.json()["checkpoints"]] == [checkpoint]
+
+    closed = start_proxy(sessions_api="off")
+    _compact_anonymously(closed, "team-notes")
+    for headers in ({}, {"Authorization": f"Bearer {CLIENT_KEY}"}):
+        answer = httpx2.get(f"{closed.base_url}/summarizer/sessions/team-notes", headers=headers)
+        assert answer.status_code == 404
+        assert_openai_error(answer.content, code="not_found")
+
+
+def test_startup_says_that_keyless_clients_share_one_namespace(
+    upstream: TestUpstream, start_proxy: ProxyFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="summarizer.proxy")
+    start_proxy()
+    notes = [r.getMessage() for r in caplog.records if "share one namespace" in r.getMessage()]
+    assert len(notes) == 1, caplog.text
+    assert "sessions API: keyed" in notes[0]

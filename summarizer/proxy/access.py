@@ -4,6 +4,8 @@
   ``/healthz`` and ``/metrics`` must carry one of them (401 ``invalid_api_key`` otherwise),
   whether or not a server-side key is set. Keys are compared as SHA-256 digests, in constant
   time.
+- Without a credential there is no tenancy (every keyless client shares one namespace): said once
+  at startup, and the sessions route answers keyless requests only with ``--sessions-api all``.
 - With a server-side key (``SUMMARIZER_UPSTREAM_API_KEY``) and no client keys, whoever reaches
   the port uses that key: the proxy refuses to listen on anything but loopback, and on loopback
   says at startup that any local process can use it.
@@ -87,7 +89,7 @@ def check_exposure(settings: Settings) -> None:
 
 
 def log_startup_notes(settings: Settings) -> None:
-    """Say at startup who can use this proxy."""
+    """Say at startup who can use this proxy, and what keyless clients share."""
     if settings.upstream_api_key is not None and not settings.client_keys:
         logger.warning(
             "SUMMARIZER_UPSTREAM_API_KEY is set and no client keys are: any local process that "
@@ -95,6 +97,13 @@ def log_startup_notes(settings: Settings) -> None:
             "SUMMARIZER_CLIENT_KEYS to require a key)",
             settings.host,
             settings.port,
+        )
+    if not settings.client_keys:
+        logger.info(
+            "clients that send no API key share one namespace (no tenancy without a "
+            "credential): each can continue any other keyless client's conversations "
+            "(sessions API: %s)",
+            settings.sessions_api,
         )
 
 

@@ -50,11 +50,24 @@ async def session_checkpoints(request: Request) -> Response:
     """A session's checkpoints (oldest first) with summaries, ledgers and scores.
 
     Only the credential that created a session can read it; any other gets the same 404 as for
-    a session that does not exist.
+    a session that does not exist. ``sessions_api`` decides the rest: ``keyed`` (the default)
+    refuses a request without a credential (401), ``all`` serves it (keyless clients share one
+    namespace), ``off`` answers 404 to everyone.
     """
     state: ProxyState = request.app.state.proxy
+    mode = state.settings.sessions_api
+    if mode == "off":
+        return await not_found(request)
+    secret = credential(request.headers)
+    if secret is None and mode == "keyed":
+        return error_response(
+            401,
+            "You didn't provide an API key. Sessions belong to the credential that created them, "
+            "so reading one needs that credential (the proxy's --sessions-api is 'keyed').",
+            code="invalid_api_key",
+        )
     session = request.path_params["session"]
-    namespace = credential_namespace(credential(request.headers))
+    namespace = credential_namespace(secret)
     checkpoints = state.store.list_session(namespace, session)
     if not checkpoints:
         return error_response(
