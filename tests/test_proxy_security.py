@@ -391,3 +391,67 @@ def test_startup_says_that_keyless_clients_share_one_namespace(
     notes = [r.getMessage() for r in caplog.records if "share one namespace" in r.getMessage()]
     assert len(notes) == 1, caplog.text
     assert "sessions API: keyed" in notes[0]
+
+
+# -- item 14: the session header is bounded and validated ----------------------------------------
+
+
+def _chat_with_session(proxy: ProxyServer, session: str) -> tuple[int, dict[str, str], bytes]:
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
+    return raw_request(
+        proxy,
+        "POST",
+        "/v1/chat/completions",
+        body=body.encode(),
+        headers={
+            "Authorization": f"Bearer {CLIENT_KEY}",
+            "Content-Type": "application/json",
+            "X-Summarizer-Session": session,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "session",
+    [
+        "s" * 1_000_000,
+        "s" * 129,
+        "two words",
+        "semi;colon",
+        'quote"d',
+        "per%cent",
+        "caf\u00e9",
+        "tab\there",
+    ],
+    ids=["1MB", "129", "space", "semicolon", "quote", "percent", "non-ascii", "tab"],
+)
+def test_a_bad_session_header_gets_400_and_is_not_echoed(
+    upstream: TestUpstream, start_proxy: ProxyFactory, session: str
+) -> None:
+    proxy = start_proxy()
+    status, headers, body = _chat_with_session(proxy, session.encode().decode("latin-1"))
+    assert status == 400
+    error = assert_openai_error(body, code="invalid_value", param="x-summarizer-session")
+    assert len(body) < 1_000
+    assert "x-summarizer-session" not in headers
+    assert "128" in error["message"]
+    assert upstream.requests == []
+
+
+def test_a_valid_session_header_is_used_and_echoed(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy()
+    for session in ("a" * 128, "build-42", "team.alpha:run/7@host_x"):
+        status, headers, _ = _chat_with_session(proxy, session)
+        assert status == 200
+        assert headers["x-summarizer-session"] == session
+    # Without the header the session is derived from the conversation, as before.
+    status, headers, _ = raw_request(
+        proxy,
+        "POST",
+        "/v1/chat/completions",
+        body=json.dumps({"model": MODEL, "messages": long_history(1)}).encode(),
+        headers={"Authorization": f"Bearer {CLIENT_KEY}", "Content-Type": "application/json"},
+    )
+    assert status == 200 and headers["x-summarizer-session"]

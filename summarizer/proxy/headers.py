@@ -7,7 +7,12 @@ leaves this module, and it scopes every stored checkpoint.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
+
+from starlette.responses import Response
+
+from .errors import error_response
 
 HOP_BY_HOP = frozenset(
     {
@@ -29,6 +34,9 @@ _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
 CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key")
 """Where OpenAI, Azure OpenAI and Anthropic-style clients put their key."""
 SESSION_HEADER = "x-summarizer-session"
+SESSION_NAME_MAX = 128
+"""The longest session name ``X-Summarizer-Session`` may carry."""
+_SESSION_NAME = re.compile(rf"[A-Za-z0-9._:@/-]{{1,{SESSION_NAME_MAX}}}")
 ANONYMOUS = "anonymous"
 
 
@@ -91,3 +99,24 @@ def credential_namespace(secret: str | None) -> str:
         return ANONYMOUS
     digest = hashlib.sha256(b"summarizer-namespace\x00" + secret.encode()).hexdigest()
     return "key-" + digest[:32]
+
+
+def invalid_session_header(headers: Mapping[str, str]) -> Response | None:
+    """The 400 for an ``X-Summarizer-Session`` that is not a valid session name, else None.
+
+    A name is 1 to ``SESSION_NAME_MAX`` characters of ``A-Z a-z 0-9 . _ : @ / -``; an empty
+    header counts as none. The value is never quoted back (it may be long, or hold anything).
+    """
+    value = headers.get(SESSION_HEADER)
+    if not value or _SESSION_NAME.fullmatch(value):
+        return None
+    return error_response(
+        400,
+        f"The X-Summarizer-Session header must be 1 to {SESSION_NAME_MAX} characters of "
+        "letters, digits and . _ : @ / - (got "
+        + (
+            f"{len(value)} characters)." if len(value) > SESSION_NAME_MAX else "another character)."
+        ),
+        param=SESSION_HEADER,
+        code="invalid_value",
+    )
