@@ -13,6 +13,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -455,3 +456,111 @@ def test_a_valid_session_header_is_used_and_echoed(
         headers={"Authorization": f"Bearer {CLIENT_KEY}", "Content-Type": "application/json"},
     )
     assert status == 200 and headers["x-summarizer-session"]
+
+
+# -- item 18a: a proxy whose upstream leads back to itself ---------------------------------------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "0.0.0.0"])
+def test_a_proxy_whose_upstream_is_itself_refuses_to_start(host: str) -> None:
+    port = free_port()
+    settings = Settings(port=port, upstream=f"http://{host}:{port}/v1", db=":memory:")
+    proxy = ProxyServer(settings)
+    with pytest.raises(ConfigurationError) as refused:
+        proxy.start()
+    assert "itself" in str(refused.value) and "--upstream" in str(refused.value)
+    # Nothing is left listening on the port.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+
+
+def test_serve_refuses_an_openai_base_url_that_is_itself() -> None:
+    port = free_port()
+    env = {**os.environ, "OPENAI_BASE_URL": f"http://localhost:{port}/v1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "summarizer.cli", "serve", "--port", str(port), "--db", ":memory:"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and "itself" in result.stderr
+
+
+def _via_of(upstream: TestUpstream) -> str:
+    """The ``Via`` header of the newest request the upstream received."""
+    return upstream.requests[-1].headers["via"]
+
+
+def test_every_forwarded_request_carries_the_proxys_hop_and_its_own_hop_is_refused(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy()
+    keyed = {"Authorization": f"Bearer {CLIENT_KEY}"}
+    httpx2.get(f"{proxy.base_url}/models", headers=keyed)
+    hop = _via_of(upstream)
+    assert re.fullmatch(r"1\.1 summarizer-[0-9a-f]{16}", hop), hop
+    # Chat, the summary call of a compaction, and pass-through all carry it, after the client's.
+    openai.OpenAI(
+        base_url=proxy.base_url, api_key=CLIENT_KEY, max_retries=0
+    ).chat.completions.create(
+        model=MODEL, messages=long_history(7), tools=TOOLS, extra_headers={"Via": "1.0 corp-gw"}
+    )
+    kinds = {
+        ("summary" if r.is_summary else r.path): r.headers.get("via") for r in upstream.requests
+    }
+    assert kinds == {
+        "/v1/models": hop,
+        "summary": f"1.0 corp-gw, {hop}",
+        "/v1/chat/completions": f"1.0 corp-gw, {hop}",
+    }
+    before = len(upstream.requests)
+    chat = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    for method, target, body in [
+        ("GET", "/v1/models", None),
+        ("POST", "/v1/chat/completions", chat),
+        ("GET", "/v1/summarizer/sessions/x", None),
+    ]:
+        for via in (
+            hop,
+            f"1.0 corp-gw, {hop}",
+            hop.upper().replace("1.1 SUMMARIZER", "1.1 summarizer"),
+        ):
+            status, _, content = raw_request(
+                proxy, method, target, body=body, headers={**keyed, "Via": via}
+            )
+            assert status == 508, (target, via)
+            assert_openai_error(content, code="loop_detected")
+    assert len(upstream.requests) == before
+    # Another proxy's hop is not a loop.
+    assert (
+        raw_request(proxy, "GET", "/v1/models", headers={**keyed, "Via": "1.1 summarizer-00"})[0]
+        == 200
+    )
+
+
+def test_two_proxies_in_a_ring_answer_508_instead_of_forwarding_forever(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    second_port = free_port()
+    first = start_proxy(upstream=f"http://127.0.0.1:{second_port}/v1")
+    second = start_proxy(upstream=first.base_url, port=second_port, db=":memory:")
+    answer = httpx2.get(
+        f"{second.base_url}/models", headers={"Authorization": "Bearer k"}, timeout=30
+    )
+    assert answer.status_code == 508
+    assert answer.json()["error"]["code"] == "loop_detected"
+    assert upstream.requests == []
+
+
+def test_a_chain_of_two_distinct_proxies_is_not_a_loop(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    inner = start_proxy()
+    outer = start_proxy(upstream=inner.base_url, db=":memory:")
+    answer = httpx2.get(f"{outer.base_url}/models", headers={"Authorization": "Bearer k"})
+    assert answer.status_code == 200
+    hops = _via_of(upstream).split(", ")
+    assert len(hops) == 2 and hops[0] != hops[1]

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..results import CompactionEvent
 from ..settings import Settings
 from ..stores import Store
-from .access import ClientKeyGuard, log_startup_notes
+from .access import RequestGuard, log_startup_notes
 from .chat import chat_completions
 from .errors import error_response
 from .headers import credential, credential_namespace, response_headers
@@ -228,6 +228,6 @@ def create_app(
     )
     app.state.proxy = state
     # Added first, so it runs inside RequestMetrics: its refusals are counted too.
-    app.add_middleware(ClientKeyGuard, settings=settings)
+    app.add_middleware(RequestGuard, settings=settings, hop_name=state.hop_name)
     app.add_middleware(RequestMetrics, state=state)
     return app

@@ -55,25 +55,43 @@ def request_headers(
     *,
     upstream_api_key: str | None = None,
     drop: Iterable[str] = (),
+    via: str | None = None,
 ) -> list[tuple[str, str]]:
     """The client's headers to send upstream.
 
     Hop-by-hop headers (and those the ``Connection`` header names), ``Host``, ``Content-Length``
     and our own ``x-summarizer-*`` are dropped. With ``upstream_api_key`` the client's credential
-    headers are replaced by ``Authorization: Bearer <key>``.
+    headers are replaced by ``Authorization: Bearer <key>``. ``via`` (this proxy's hop, e.g.
+    ``1.1 summarizer-<id>``) is appended to the client's ``Via`` as one header.
     """
     pairs = [(name.lower(), value) for name, value in headers]
     skip = _NOT_FORWARDED | _connection_scoped(pairs) | {d.lower() for d in drop}
     if upstream_api_key is not None:
         skip |= set(CREDENTIAL_HEADERS)
+    if via is not None:
+        skip |= {"via"}
     out = [
         (name, value)
         for name, value in pairs
         if name not in skip and not name.startswith("x-summarizer-")
     ]
+    if via is not None:
+        hops = [value.strip() for name, value in pairs if name == "via" and value.strip()]
+        out.append(("via", ", ".join([*hops, via])))
     if upstream_api_key is not None:
         out.append(("authorization", f"Bearer {upstream_api_key}"))
     return out
+
+
+def via_names(values: Iterable[str]) -> set[str]:
+    """The ``received-by`` names of ``Via`` header values (``1.1 name, 1.0 other`` -> names)."""
+    names = set()
+    for value in values:
+        for hop in value.split(","):
+            parts = hop.split()
+            if len(parts) >= 2:
+                names.add(parts[1].lower())
+    return names
 
 
 def response_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
