@@ -162,13 +162,33 @@ def serve(
     max_body_bytes: Annotated[
         int | None, typer.Option(help="Largest request body accepted. (default: 33554432 (32 MiB))")
     ] = None,
+    sessions_api: Annotated[
+        str | None,
+        typer.Option(
+            help="GET /v1/summarizer/sessions/ID: 'keyed' (only requests with a key, each for "
+            "its own sessions), 'all' (keyless requests too: they share one namespace) or "
+            "'off' (404). (default: keyed)"
+        ),
+    ] = None,
+    client_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--client-key",
+            metavar="KEY",
+            help="A key clients must send (repeatable; or SUMMARIZER_CLIENT_KEYS=KEY1,KEY2). "
+            "With any set, every request but /healthz and /metrics needs one of them. "
+            "A value sha256:HEX (the key's SHA-256 in hex) keeps the key off the command line. "
+            "(default: none, any client may use the proxy)",
+        ),
+    ] = None,
 ) -> None:
     """Run the OpenAI-compatible proxy: point an agent's base URL at http://HOST:PORT/v1.
 
     Every flag can also be set in the environment: SUMMARIZER_CONTEXT_WINDOW for
     --context-window, and so on; a flag wins over the environment. SUMMARIZER_UPSTREAM_API_KEY,
     when set, is sent upstream instead of each client's own key (there is deliberately no flag
-    for it: command lines are visible to other users of the machine).
+    for it: command lines are visible to other users of the machine). With it and no
+    --client-key, serve refuses any interface but loopback.
     """
     from .errors import SummarizerError
     from .proxy.server import serve as run_server
@@ -189,6 +209,8 @@ def serve(
             log_format=log_format,
             log_level=log_level,
             max_body_bytes=max_body_bytes,
+            sessions_api=sessions_api,
+            client_keys=client_key or None,
         )
         run_server(settings)
     except SummarizerError as exc:

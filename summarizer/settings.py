@@ -6,7 +6,9 @@ is injectable (``Settings.from_env(environ)``) so tests never touch ``os.environ
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +35,19 @@ def default_db_path() -> Path:
     from platformdirs import user_state_path
 
     return user_state_path("summarizer", appauthor=False) / "checkpoints.db"
+
+
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def hash_key(key: str) -> str:
+    """``sha256:<hex>`` of a client key."""
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def key_digest(key: str) -> str:
+    """A configured client key as a digest: hashed, unless it is already a ``sha256:<hex>``."""
+    return key if _DIGEST.fullmatch(key) else hash_key(key)
 
 
 class Settings(BaseModel):
@@ -62,6 +77,14 @@ class Settings(BaseModel):
     """Seconds to wait for the upstream (connect, and between bytes of a reply)."""
     keepalive_interval: float = Field(default=5.0, gt=0)
     """Seconds between SSE comment keepalives while a compaction holds a streamed answer."""
+    sessions_api: Literal["keyed", "all", "off"] = "keyed"
+    """``GET /v1/summarizer/sessions/{id}``: ``keyed`` answers only requests with a credential
+    (each reads its own sessions), ``all`` keyless ones too (they all share one namespace),
+    ``off`` answers 404 to everyone."""
+    client_keys: frozenset[str] = frozenset()
+    """The keys a client must send one of (none: any client may use the proxy). Given as keys
+    (``SUMMARIZER_CLIENT_KEYS`` is comma-separated) and held only as their ``sha256:<hex>``
+    digests; a value already of that form is taken as a digest."""
 
     @field_validator("upstream")
     @classmethod
@@ -69,6 +92,18 @@ class Settings(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"upstream must be an http(s) URL, got {value!r}")
         return value.rstrip("/")
+
+    @field_validator("client_keys", mode="before")
+    @classmethod
+    def _digest_client_keys(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.split(",")
+        if not isinstance(value, (list, tuple, set, frozenset)):
+            return value
+        keys = [v.get_secret_value() if isinstance(v, SecretStr) else v for v in value]
+        if not all(isinstance(key, str) for key in keys):
+            raise ValueError("client keys must be strings")
+        return frozenset(key_digest(key.strip()) for key in keys if key.strip())
 
     @field_validator("log_level", mode="before")
     @classmethod

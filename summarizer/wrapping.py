@@ -2,14 +2,17 @@
 
 Only ``chat.completions.create`` changes: its ``messages`` go through ``ContextManager.prepare``
 first, and the response's ``usage`` calibrates later estimates. Every other attribute, method
-and resource is the wrapped client's own. When the provider still answers
-``context_length_exceeded``, the call is compacted with a tighter target and retried once.
+and resource is the wrapped client's own: the wrapper is an instance of a subclass of the
+client's class, so ``isinstance`` checks hold and ``with_options``/``copy`` stay wrapped. When
+the provider still answers ``context_length_exceeded``, the call is compacted with a tighter
+target and retried once.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from functools import cached_property
+from typing import Any, cast
 
 import openai
 
@@ -188,17 +191,67 @@ class _Chat(_Delegate):
         self.completions = completions
 
 
-class WrappedClient(_Delegate):
-    """An ``openai`` client whose chat completions are context-managed; see ``wrap``."""
+class _ContextManaged:
+    """Mixed into a subclass of the client's own class: see ``wrap``.
 
-    def __init__(self, client: Any, manager: ContextManager) -> None:
-        self._inner = client
-        self.context = manager
-        """The ``ContextManager`` applied to each call."""
+    Only ``chat`` (its ``completions.create``), ``copy``/``with_options`` (which keep the
+    wrapper and its ``ContextManager``) and ``context`` are this class's; the rest is the SDK's.
+    """
+
+    _summarizer_context: ContextManager
+
+    @property
+    def context(self) -> ContextManager:
+        """The ``ContextManager`` applied to each call (shared with every copy)."""
+        return self._summarizer_context
+
+    @cached_property
+    def chat(self) -> _Chat:
+        """The SDK's ``chat`` resource, with ``completions.create`` context-managed."""
+        inner = cast(Any, super()).chat
+        manager = self._summarizer_context
         completions_type = (
-            _AsyncCompletions if isinstance(client, openai.AsyncOpenAI) else _Completions
+            _AsyncCompletions if isinstance(self, openai.AsyncOpenAI) else _Completions
         )
-        self.chat = _Chat(client.chat, completions_type(client.chat.completions, manager))
+        return _Chat(inner, completions_type(inner.completions, manager))
+
+    def copy(self, *args: Any, **kwargs: Any) -> Any:
+        """The SDK's ``copy`` (same options, some overridden), still context-managed."""
+        copied = cast(Any, super()).copy(*args, **kwargs)
+        copied._summarizer_context = self._summarizer_context
+        return copied
+
+    with_options = copy
+
+
+_WRAPPED_TYPES: dict[type, type] = {}
+
+
+def _wrapped_type(client_type: type) -> type:
+    """The subclass of ``client_type`` that ``wrap`` makes its instances of (one per type)."""
+    wrapped = _WRAPPED_TYPES.get(client_type)
+    if wrapped is None:
+        wrapped = type(
+            f"ContextManaged{client_type.__name__}",
+            (_ContextManaged, client_type),
+            {
+                "__module__": __name__,
+                "__doc__": f"An ``{client_type.__name__}`` whose chat completions are "
+                "context-managed; see ``summarizer.wrap``.",
+            },
+        )
+        _WRAPPED_TYPES[client_type] = wrapped
+    return wrapped
+
+
+def _cached_attributes(client_type: type) -> set[str]:
+    """The names of ``client_type``'s cached properties (resources built on first use)."""
+    return {
+        name
+        for klass in client_type.__mro__
+        for name, value in vars(klass).items()
+        if isinstance(value, cached_property)
+    }
 
 
 def wrap(client: openai.OpenAI | openai.AsyncOpenAI, **config: Any) -> Any:
@@ -207,10 +260,23 @@ def wrap(client: openai.OpenAI | openai.AsyncOpenAI, **config: Any) -> Any:
     ``config`` takes ``CompactionConfig`` fields plus ``store`` and ``on_compaction`` (see
     ``ContextManager``). Summary calls go through the same client, with its retries off and
     tenacity's on.
+
+    The result is an instance of a subclass of the client's own class (``isinstance(wrapped,
+    openai.OpenAI)`` holds) sharing the client's state: its options and connection pool. Its
+    ``with_options(...)`` and ``copy(...)`` stay wrapped, with the same ``ContextManager``
+    (``wrapped.context``). The client passed in is left as it was, unwrapped.
     """
     if not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
         raise TypeError(
             f"wrap() takes an openai.OpenAI or openai.AsyncOpenAI, not {type(client)!r}"
         )
+    if isinstance(client, _ContextManaged):
+        raise TypeError("this client is already wrapped; its ContextManager is client.context")
     manager = ContextManager(client=client, **config)
-    return WrappedClient(client, manager)
+    wrapped: Any = object.__new__(_wrapped_type(type(client)))
+    # The client's state, minus the resources it already built (they are bound to the client,
+    # and its ``chat`` is not context-managed): the wrapper builds its own on first use.
+    built = _cached_attributes(type(client))
+    vars(wrapped).update({k: v for k, v in vars(client).items() if k not in built})
+    wrapped._summarizer_context = manager
+    return wrapped

@@ -340,6 +340,9 @@ def test_two_credentials_never_see_each_others_sessions(
     stored = mine.json()["checkpoints"]
     assert [c["id"] for c in stored] == [checkpoint]
     assert stored[0]["summary"] and stored[0]["ledger"] and "score" in stored[0]
+    (slot,) = stored[0]["slots"]
+    assert slot["summary"] == stored[0]["summary"] and slot["end"] > slot["start"] >= 2
+    assert "message" not in slot and "namespace" not in stored[0]
 
     theirs = httpx2.get(
         f"{proxy.base_url}/summarizer/sessions/{session}",

@@ -2,19 +2,25 @@
 
 Exit status: 0 when every row succeeded; 1 when some rows errored (they are retried by running
 the same command again); 2 for a usage problem found before any work (unknown strategy, a model
-strategy without ``--upstream``/``--model``, no case loaded, an output directory of another run);
-130 when interrupted (run it again to resume).
+strategy without ``--upstream``/``--model``, no case loaded, a strategy asked for with
+``--strategy`` that no case can be evaluated by, e.g. ``given`` on a dataset without given
+summaries, an output directory of another run); 130 when interrupted (run it again to resume).
+A strategy that some cases (or, when it was not asked for by name, all cases) make no row for is
+named in a note, with the cases and what they lack.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..dataset import load_dataset
+from ..dataset import Case, load_dataset
 from ..errors import ConfigurationError
+from .compaction import Strategy
+from .evaluate import cases_without_rows, describe_missing
 from .strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES, STRATEGIES
 
 _STRATEGY_HELP = (
@@ -34,6 +40,23 @@ def split_strategies(values: list[str] | None) -> list[str]:
     if not values:
         return list(OFFLINE_STRATEGIES)
     return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def _report_missing_inputs(
+    cases: Sequence[Case], strategies: Sequence[Strategy], requested: list[str] | None
+) -> bool:
+    """Say which cases a strategy makes no row for, and why; False when a strategy the user asked
+    for (with ``--strategy``) can evaluate none of them."""
+    usable = True
+    for name, missing in cases_without_rows(cases, strategies).items():
+        strategy = next(s for s in strategies if s.name == name)
+        message = describe_missing(strategy, missing, len(cases))
+        if requested and len(missing) == len(cases):
+            typer.echo(f"error: {message}; drop -s {name} or use a dataset that has them", err=True)
+            usable = False
+        else:
+            typer.echo(f"note: {message}", err=True)
+    return usable
 
 
 def eval_command(
@@ -114,7 +137,7 @@ def eval_command(
         progress=not no_progress,
     )
     try:
-        validate_settings(settings)
+        strategies = validate_settings(settings)
         cases, line_errors = load_dataset(datasets)
     except ConfigurationError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -130,6 +153,10 @@ def eval_command(
             f"({len(line_errors)} lines skipped)",
             err=True,
         )
+        raise typer.Exit(2)
+    if not _report_missing_inputs(
+        cases[:limit] if limit is not None else cases, strategies, strategy
+    ):
         raise typer.Exit(2)
     try:
         outcome = run_eval(settings, cases)

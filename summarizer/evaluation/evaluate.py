@@ -208,3 +208,35 @@ def plan_jobs(cases: Iterable[Case], strategies: Sequence[Strategy]) -> list[Job
         for strategy in strategies
         for variant in strategy.variants(case)
     ]
+
+
+def cases_without_rows(
+    cases: Sequence[Case], strategies: Sequence[Strategy]
+) -> dict[str, list[str]]:
+    """For each strategy that makes no row for some of ``cases``, those cases' ids, in order.
+
+    Only a strategy that needs something in the case can miss one (``given`` needs the case's
+    own summaries).
+    """
+    out: dict[str, list[str]] = {}
+    for strategy in strategies:
+        missing = [case.id for case in cases if not strategy.variants(case)]
+        if missing:
+            out[strategy.name] = missing
+    return out
+
+
+def describe_missing(strategy: Strategy, missing: Sequence[str], total: int) -> str:
+    """What ``cases_without_rows`` found for ``strategy``, for a person: which cases lack what."""
+    needs = getattr(strategy, "case_requirement", "what this strategy evaluates")
+    if len(missing) == total:
+        return (
+            f"{strategy.name}: none of the {total} cases carries {needs}, "
+            "so it has nothing to evaluate"
+        )
+    shown = ", ".join(missing[:10]) + (
+        f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+    )
+    return (
+        f"{strategy.name}: {len(missing)} of {total} cases have no rows, lacking {needs}: {shown}"
+    )

@@ -179,6 +179,8 @@ class Given:
 
     name = "given"
     needs_model = False
+    case_requirement = "given summaries (a non-empty `summaries` list in the case)"
+    """What a case must carry to get a row (``summarizer eval`` says so when one lacks it)."""
 
     def variants(self, case: Case) -> list[str | None]:
         """The names of the case's given summaries (none: no row)."""

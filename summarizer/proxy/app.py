@@ -24,10 +24,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..results import CompactionEvent
 from ..settings import Settings
 from ..stores import Store
+from .access import RequestGuard, log_startup_notes
 from .chat import chat_completions
 from .errors import error_response
 from .headers import credential, credential_namespace, response_headers
 from .metrics import CONTENT_TYPE
+from .paths import UnsafePath, upstream_path
 from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")
@@ -48,11 +50,24 @@ async def session_checkpoints(request: Request) -> Response:
     """A session's checkpoints (oldest first) with summaries, ledgers and scores.
 
     Only the credential that created a session can read it; any other gets the same 404 as for
-    a session that does not exist.
+    a session that does not exist. ``sessions_api`` decides the rest: ``keyed`` (the default)
+    refuses a request without a credential (401), ``all`` serves it (keyless clients share one
+    namespace), ``off`` answers 404 to everyone.
     """
     state: ProxyState = request.app.state.proxy
+    mode = state.settings.sessions_api
+    if mode == "off":
+        return await not_found(request)
+    secret = credential(request.headers)
+    if secret is None and mode == "keyed":
+        return error_response(
+            401,
+            "You didn't provide an API key. Sessions belong to the credential that created them, "
+            "so reading one needs that credential (the proxy's --sessions-api is 'keyed').",
+            code="invalid_api_key",
+        )
     session = request.path_params["session"]
-    namespace = credential_namespace(credential(request.headers))
+    namespace = credential_namespace(secret)
     checkpoints = state.store.list_session(namespace, session)
     if not checkpoints:
         return error_response(
@@ -65,7 +80,14 @@ async def session_checkpoints(request: Request) -> Response:
             "checkpoints": [
                 checkpoint.model_dump(
                     mode="json",
-                    exclude={"namespace", "summary_message", "overrides", "covered_prefix_hash"},
+                    # The framed messages repeat each slot's summary and ledger; the tenant's
+                    # namespace and the basis hash are the proxy's own bookkeeping.
+                    exclude={
+                        "namespace": True,
+                        "basis_hash": True,
+                        "overrides": True,
+                        "slots": {"__all__": {"message"}},
+                    },
                 )
                 for checkpoint in checkpoints
             ],
@@ -74,9 +96,20 @@ async def session_checkpoints(request: Request) -> Response:
 
 
 async def passthrough(request: Request) -> Response:
-    """Any other ``/v1`` route: forwarded as is, the answer relayed as it arrives."""
+    """Any other ``/v1`` route: forwarded as is, the answer relayed as it arrives.
+
+    The path goes upstream as the client wrote it, once ``upstream_path`` has checked that it
+    stays under the upstream's base path; any other is refused with 400 and never forwarded.
+    """
     state: ProxyState = request.app.state.proxy
-    path = request.url.path.removeprefix("/v1")
+    try:
+        path = upstream_path(request.scope.get("raw_path") or request.scope["path"].encode())
+    except UnsafePath as exc:
+        return error_response(
+            400,
+            f"This path is not forwarded upstream: {exc}. A path must stay under /v1/.",
+            code="invalid_path",
+        )
     has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
     upstream_request = state.http.build_request(
         request.method,
@@ -176,6 +209,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        log_startup_notes(settings)
         await state.open()
         try:
             yield
@@ -200,5 +234,7 @@ def create_app(
         exception_handlers={Exception: _internal_error},
     )
     app.state.proxy = state
+    # Added first, so it runs inside RequestMetrics: its refusals are counted too.
+    app.add_middleware(RequestGuard, settings=settings, hop_name=state.hop_name)
     app.add_middleware(RequestMetrics, state=state)
     return app

@@ -32,7 +32,13 @@ from ..upstream import says_context_length_exceeded
 from . import sse
 from .body import outgoing_body, parse_body, wants_usage
 from .errors import error_payload, error_response
-from .headers import SESSION_HEADER, credential, credential_namespace, response_headers
+from .headers import (
+    SESSION_HEADER,
+    credential,
+    credential_namespace,
+    invalid_session_header,
+    response_headers,
+)
 from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")
@@ -112,6 +118,8 @@ def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         return error_response(400, "'tools' must be an array.", param="tools", code="invalid_type")
+    if (bad_session := invalid_session_header(headers)) is not None:
+        return bad_session
     return ChatRequest(
         raw=raw,
         body=body,

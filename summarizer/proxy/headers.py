@@ -7,7 +7,12 @@ leaves this module, and it scopes every stored checkpoint.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
+
+from starlette.responses import Response
+
+from .errors import error_response
 
 HOP_BY_HOP = frozenset(
     {
@@ -29,6 +34,9 @@ _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
 CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key")
 """Where OpenAI, Azure OpenAI and Anthropic-style clients put their key."""
 SESSION_HEADER = "x-summarizer-session"
+SESSION_NAME_MAX = 128
+"""The longest session name ``X-Summarizer-Session`` may carry."""
+_SESSION_NAME = re.compile(rf"[A-Za-z0-9._:@/-]{{1,{SESSION_NAME_MAX}}}")
 ANONYMOUS = "anonymous"
 
 
@@ -47,25 +55,43 @@ def request_headers(
     *,
     upstream_api_key: str | None = None,
     drop: Iterable[str] = (),
+    via: str | None = None,
 ) -> list[tuple[str, str]]:
     """The client's headers to send upstream.
 
     Hop-by-hop headers (and those the ``Connection`` header names), ``Host``, ``Content-Length``
     and our own ``x-summarizer-*`` are dropped. With ``upstream_api_key`` the client's credential
-    headers are replaced by ``Authorization: Bearer <key>``.
+    headers are replaced by ``Authorization: Bearer <key>``. ``via`` (this proxy's hop, e.g.
+    ``1.1 summarizer-<id>``) is appended to the client's ``Via`` as one header.
     """
     pairs = [(name.lower(), value) for name, value in headers]
     skip = _NOT_FORWARDED | _connection_scoped(pairs) | {d.lower() for d in drop}
     if upstream_api_key is not None:
         skip |= set(CREDENTIAL_HEADERS)
+    if via is not None:
+        skip |= {"via"}
     out = [
         (name, value)
         for name, value in pairs
         if name not in skip and not name.startswith("x-summarizer-")
     ]
+    if via is not None:
+        hops = [value.strip() for name, value in pairs if name == "via" and value.strip()]
+        out.append(("via", ", ".join([*hops, via])))
     if upstream_api_key is not None:
         out.append(("authorization", f"Bearer {upstream_api_key}"))
     return out
+
+
+def via_names(values: Iterable[str]) -> set[str]:
+    """The ``received-by`` names of ``Via`` header values (``1.1 name, 1.0 other`` -> names)."""
+    names = set()
+    for value in values:
+        for hop in value.split(","):
+            parts = hop.split()
+            if len(parts) >= 2:
+                names.add(parts[1].lower())
+    return names
 
 
 def response_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -91,3 +117,24 @@ def credential_namespace(secret: str | None) -> str:
         return ANONYMOUS
     digest = hashlib.sha256(b"summarizer-namespace\x00" + secret.encode()).hexdigest()
     return "key-" + digest[:32]
+
+
+def invalid_session_header(headers: Mapping[str, str]) -> Response | None:
+    """The 400 for an ``X-Summarizer-Session`` that is not a valid session name, else None.
+
+    A name is 1 to ``SESSION_NAME_MAX`` characters of ``A-Z a-z 0-9 . _ : @ / -``; an empty
+    header counts as none. The value is never quoted back (it may be long, or hold anything).
+    """
+    value = headers.get(SESSION_HEADER)
+    if not value or _SESSION_NAME.fullmatch(value):
+        return None
+    return error_response(
+        400,
+        f"The X-Summarizer-Session header must be 1 to {SESSION_NAME_MAX} characters of "
+        "letters, digits and . _ : @ / - (got "
+        + (
+            f"{len(value)} characters)." if len(value) > SESSION_NAME_MAX else "another character)."
+        ),
+        param=SESSION_HEADER,
+        code="invalid_value",
+    )

@@ -19,6 +19,7 @@ from ..results import CompactionEvent
 from ..settings import Settings
 from ..stores import Store
 from ..tokenizers import load_encoding
+from .access import check_exposure, check_not_own_upstream
 from .app import create_app
 
 
@@ -46,10 +47,16 @@ def tune_gc_for_serving() -> None:
 
 
 def serve(settings: Settings) -> None:
-    """Serve the proxy on ``settings.host:settings.port`` until interrupted."""
+    """Serve the proxy on ``settings.host:settings.port`` until interrupted.
+
+    Raises ``ConfigurationError`` before binding when the settings would expose the server-side
+    key (``access.check_exposure``) or when the upstream is this proxy's own address.
+    """
     from ..logs import configure_logging
 
     log_config = configure_logging(settings.log_format, settings.log_level)
+    check_exposure(settings)
+    check_not_own_upstream(settings, settings.port)
     check_tokenizers()
     app = create_app(settings)
     tune_gc_for_serving()
@@ -90,11 +97,17 @@ class ProxyServer:
         """Bind, start serving and wait until the server accepts connections."""
         if self._server is not None:
             return self
+        check_exposure(self.settings)
         check_tokenizers()
         family = socket.AF_INET6 if ":" in self.settings.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.settings.host, self.settings.port))
+        try:
+            sock.bind((self.settings.host, self.settings.port))
+            check_not_own_upstream(self.settings, int(sock.getsockname()[1]))
+        except BaseException:
+            sock.close()
+            raise
         self._socket = sock
         self.port = int(sock.getsockname()[1])
         config = uvicorn.Config(

@@ -7,6 +7,7 @@ connection pool belongs to the server's event loop.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Mapping
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
@@ -55,6 +56,9 @@ class ProxyState:
         self._transport = transport
         self._http: httpx2.AsyncClient | None = None
         self.upstream_host = _display_host(settings.upstream)
+        self.hop_name = f"summarizer-{secrets.token_hex(8)}"
+        """This proxy's name in the ``Via`` header of everything it forwards (random per
+        instance): a request arriving with it has come round a loop."""
         self.warned_models: set[str] = set()
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -94,12 +98,14 @@ class ProxyState:
         return self.settings.upstream + path + (f"?{query}" if query else "")
 
     def forward_headers(self, headers: Any, *, drop: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-        """The client's headers as sent upstream (credential replaced when a key is set)."""
+        """The client's headers as sent upstream (credential replaced when a key is set, and
+        this proxy's hop added to ``Via``)."""
         key = self.settings.upstream_api_key
         return request_headers(
             headers.items(),
             upstream_api_key=key.get_secret_value() if key is not None else None,
             drop=drop,
+            via=f"1.1 {self.hop_name}",
         )
 
     def upstream_failure(self, exc: httpx2.TransportError) -> Response:
