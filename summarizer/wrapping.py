@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from functools import cached_property
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import openai
 
@@ -115,11 +115,12 @@ class _Delegate:
 class _Call:
     """One ``create`` call: the raw history split from the arguments passed through."""
 
-    def __init__(self, kwargs: dict[str, Any]) -> None:
+    def __init__(self, kwargs: dict[str, Any], *, parsed: bool = True) -> None:
         self.session = kwargs.pop(SESSION_KWARG, None)
         self.raw = kwargs.pop("messages")
         self.model: str = kwargs["model"]
-        self.show_usage = _stream_options(kwargs)
+        # A raw response's stream is the caller's to read: its options are left as given.
+        self.show_usage = _stream_options(kwargs) if parsed else True
         self.kwargs = kwargs
 
     @property
@@ -147,42 +148,114 @@ class _Call:
         return response
 
 
+Mode = Literal["parsed", "raw", "streaming"]
+"""``create`` itself, ``with_raw_response.create`` or ``with_streaming_response.create``."""
+
+
 class _Completions(_Delegate):
-    def __init__(self, inner: Any, manager: ContextManager) -> None:
+    """``chat.completions`` with ``create`` (and its raw and streaming-response forms)
+    context-managed."""
+
+    def __init__(self, inner: Any, manager: ContextManager, mode: Mode = "parsed") -> None:
         self._inner = inner
         self._manager = manager
+        self._mode = mode
+        sender = {
+            "parsed": lambda: inner.create,
+            "raw": lambda: inner.with_raw_response.create,
+            "streaming": lambda: inner.with_streaming_response.create,
+        }
+        self._send = sender[mode]()
+
+    @property
+    def with_raw_response(self) -> Any:
+        """``create`` returning the raw HTTP response, the context still managed."""
+        return type(self)(self._inner, self._manager, "raw")
+
+    @property
+    def with_streaming_response(self) -> Any:
+        """``create`` as a streamed raw response, the context still managed (no calibration,
+        and no compact-and-retry: the status is only known once the caller enters it)."""
+        return type(self)(self._inner, self._manager, "streaming")
+
+    def _finish(self, call: _Call, result: PrepareResult, response: Any, stream: type) -> Any:
+        if self._mode == "parsed":
+            return call.finish(self._manager, result, response, stream)
+        if self._mode == "raw" and not call.kwargs.get("stream"):
+            # The SDK caches what parse() returns: the caller's own parse() gets the same.
+            usage = getattr(response.parse(), "usage", None)
+            if usage is not None:
+                self._manager.observe(result, usage, model=call.model)
+        return response
 
     def create(self, **kwargs: Any) -> Any:
         """``chat.completions.create`` with the context managed."""
-        call = _Call(kwargs)
+        call = _Call(kwargs, parsed=self._mode == "parsed")
         result = self._manager.prepare(call.raw, **call.prepare_args)
         try:
-            response = self._inner.create(messages=result.messages, **call.kwargs)
+            response = self._send(messages=result.messages, **call.kwargs)
         except openai.APIStatusError as exc:
             if not is_context_length_error(exc):
                 raise
             result = self._manager.prepare(
                 call.raw, force="context_length_exceeded", **call.prepare_args
             )
-            response = self._inner.create(messages=result.messages, **call.kwargs)
-        return call.finish(self._manager, result, response, _Stream)
+            response = self._send(messages=result.messages, **call.kwargs)
+        return self._finish(call, result, response, _Stream)
+
+
+class _AsyncStreamingResponse:
+    """``with_streaming_response`` of an async client: ``create`` returns an async context
+    manager (as the SDK's does) that compacts when entered."""
+
+    def __init__(self, inner: Any, manager: ContextManager) -> None:
+        self._inner = inner
+        self._manager = manager
+
+    def create(self, **kwargs: Any) -> Any:
+        """The streamed raw response, as an async context manager."""
+        inner, manager = self._inner, self._manager
+
+        class Entered:
+            async def __aenter__(self) -> Any:
+                call = _Call(kwargs, parsed=False)
+                result = await manager.aprepare(call.raw, **call.prepare_args)
+                send = inner.with_streaming_response.create
+                self.sdk = send(messages=result.messages, **call.kwargs)
+                return await self.sdk.__aenter__()
+
+            async def __aexit__(self, *exc_info: Any) -> Any:
+                return await self.sdk.__aexit__(*exc_info)
+
+        return Entered()
 
 
 class _AsyncCompletions(_Completions):
+    @property
+    def with_streaming_response(self) -> Any:
+        """``create`` as a streamed raw response (an async context manager), the context still
+        managed (no calibration, and no compact-and-retry)."""
+        return _AsyncStreamingResponse(self._inner, self._manager)
+
     async def create(self, **kwargs: Any) -> Any:
         """``chat.completions.create`` with the context managed (async)."""
-        call = _Call(kwargs)
+        call = _Call(kwargs, parsed=self._mode == "parsed")
         result = await self._manager.aprepare(call.raw, **call.prepare_args)
         try:
-            response = await self._inner.create(messages=result.messages, **call.kwargs)
+            response = await self._send(messages=result.messages, **call.kwargs)
         except openai.APIStatusError as exc:
             if not is_context_length_error(exc):
                 raise
             result = await self._manager.aprepare(
                 call.raw, force="context_length_exceeded", **call.prepare_args
             )
-            response = await self._inner.create(messages=result.messages, **call.kwargs)
-        return call.finish(self._manager, result, response, _AsyncStream)
+            response = await self._send(messages=result.messages, **call.kwargs)
+        if self._mode == "raw" and not call.kwargs.get("stream"):
+            usage = getattr(response.parse(), "usage", None)  # the SDK's raw parse() is sync
+            if usage is not None:
+                self._manager.observe(result, usage, model=call.model)
+            return response
+        return self._finish(call, result, response, _AsyncStream)
 
 
 class _Chat(_Delegate):

@@ -145,3 +145,48 @@ def test_wrapping_a_wrapped_client_is_refused(upstream: TestUpstream) -> None:
     wrapped = summarizer.wrap(openai.OpenAI(base_url=upstream.base_url, api_key="k"))
     with pytest.raises(TypeError, match="already wrapped"):
         summarizer.wrap(wrapped.with_options(timeout=3))
+
+
+def test_raw_and_streaming_responses_are_context_managed_too(upstream: TestUpstream) -> None:
+    events: list[CompactionEvent] = []
+    wrapped = summarizer.wrap(
+        openai.OpenAI(base_url=upstream.base_url, api_key="k", max_retries=0),
+        context_window=WINDOW,
+        on_compaction=events.append,
+    )
+    completions = wrapped.chat.completions
+    raw = completions.with_raw_response.create(model=MODEL, messages=over_the_window("raw"))
+    assert raw.headers["x-request-id"] and raw.parse().choices[0].message.content
+    assert len(events) == 1
+    calibrated = wrapped.context.engine.calibration.ratio(MODEL)
+    assert calibrated != 1.0  # the usage of the parsed raw response was fed back
+    with completions.with_streaming_response.create(
+        model=MODEL, messages=over_the_window("streamed raw")
+    ) as streamed:
+        assert streamed.http_response.status_code == 200
+        assert streamed.parse().choices[0].message.content
+    assert len(events) == 2
+    assert all(r.status == 200 for r in agent_requests(upstream))
+
+
+def test_async_raw_and_streaming_responses_are_context_managed_too(
+    upstream: TestUpstream,
+) -> None:
+    async def run() -> None:
+        wrapped = summarizer.wrap(
+            openai.AsyncOpenAI(base_url=upstream.base_url, api_key="k", max_retries=0),
+            context_window=WINDOW,
+        )
+        completions = wrapped.chat.completions
+        raw = await completions.with_raw_response.create(
+            model=MODEL, messages=over_the_window("async raw")
+        )
+        assert raw.parse().choices[0].message.content  # the raw response parses in sync
+        async with completions.with_streaming_response.create(
+            model=MODEL, messages=over_the_window("async streamed raw")
+        ) as streamed:
+            assert (await streamed.parse()).choices[0].message.content
+
+    asyncio.run(run())
+    assert all(r.status == 200 for r in agent_requests(upstream))
+    assert len(agent_requests(upstream)) == 2
