@@ -159,7 +159,8 @@ class ContextManager:
         performs this call's summary requests instead of the client given at construction.
         """
         args = _Args(messages, model, tools, session, request, namespace)
-        located, done = self._locate(args, force)
+        # Locating and compacting are CPU work (hashing, counting, planning): off the event loop.
+        located, done = await asyncio.to_thread(self._locate, args, force)
         if done is not None:
             return done
         perform = summarizer or self._async
@@ -169,11 +170,11 @@ class ContextManager:
                 "pass client=openai.AsyncOpenAI(...)"
             )
         async with self._session_alock(located):
-            located, done = self._locate(args, force)
+            located, done = await asyncio.to_thread(self._locate, args, force)
             if done is not None:
                 return done
             return await drive_async(
-                self.engine.steps(located, trigger=force or "threshold"), perform
+                self.engine.steps(located, trigger=force or "threshold"), perform, offload=True
             )
 
     def unchanged(
@@ -209,12 +210,18 @@ class ContextManager:
         return located, None
 
     def observe(self, result: PrepareResult, usage: Any, *, model: str) -> None:
-        """Feed back a response's ``usage`` (an SDK object or a dict) for calibration."""
+        """Feed back a response's ``usage`` (an SDK object or a dict) for calibration.
+
+        A ``prompt_tokens`` that is not a positive ``int`` (a string, null, an object, a bool) is
+        ignored.
+        """
         prompt_tokens = (
             usage.get("prompt_tokens")
             if isinstance(usage, Mapping)
             else getattr(usage, "prompt_tokens", None)
         )
+        if type(prompt_tokens) is not int or prompt_tokens <= 0:
+            return  # absent or not a count ("12", null, {}, true): nothing to learn from
         self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
 
     def close(self) -> None:
