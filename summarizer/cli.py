@@ -162,6 +162,13 @@ def serve(
     max_body_bytes: Annotated[
         int | None, typer.Option(help="Largest request body accepted. (default: 33554432 (32 MiB))")
     ] = None,
+    body_read_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds to wait for each next piece of a request body before answering 408. "
+            "(default: 30)"
+        ),
+    ] = None,
 ) -> None:
     """Run the OpenAI-compatible proxy: point an agent's base URL at http://HOST:PORT/v1.
 
@@ -189,6 +196,7 @@ def serve(
             log_format=log_format,
             log_level=log_level,
             max_body_bytes=max_body_bytes,
+            body_read_timeout=body_read_timeout,
         )
         run_server(settings)
     except SummarizerError as exc:

@@ -62,6 +62,8 @@ class Settings(BaseModel):
     """Seconds to wait for the upstream (connect, and between bytes of a reply)."""
     keepalive_interval: float = Field(default=5.0, gt=0)
     """Seconds between SSE comment keepalives while a compaction holds a streamed answer."""
+    body_read_timeout: float = Field(default=30.0, gt=0)
+    """Seconds to wait for each next piece of a request body before answering 408."""
 
     @field_validator("upstream")
     @classmethod

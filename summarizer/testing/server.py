@@ -193,7 +193,9 @@ class PrefixCache:
     def seed(model: Any, tools: Any) -> str:
         """The namespace of a request: a digest of its model and tools."""
         tools_json = canonical_json(tools if isinstance(tools, list) and tools else [])
-        return hashlib.sha256(f"{model}\n{tools_json}".encode()).hexdigest()[:32]
+        return hashlib.sha256(
+            f"{model}\n{tools_json}".encode("utf-8", "surrogatepass")
+        ).hexdigest()[:32]
 
     def longest_prefix(self, chain: Sequence[str]) -> int:
         """Cumulative tokens of the longest already-seen prefix of ``chain`` (0 if none)."""
@@ -545,6 +547,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.wfile.flush()
 
+    def _send_half(self, payload: Any) -> None:
+        """Send the first half of ``payload``'s JSON (claiming all of it), then reset."""
+        whole = _json_bytes(payload)
+        self._send_bytes(200, whole[: len(whole) // 2], length=len(whole))
+        self._reset()
+
     def _reset(self) -> None:
         """Abort the connection with a TCP reset (no orderly end of the answer)."""
         with contextlib.suppress(OSError):
@@ -711,9 +719,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         self._record(body, 200, prompt_tokens=tokens, fault=fault.kind if fault else None)
         if fault is not None and fault.kind == "reset":
-            data = _json_bytes(payload)
-            self._send_bytes(200, data[: len(data) // 2], length=len(data))
-            self._reset()
+            self._send_half(payload)
         self._send_json(200, payload)
 
     def _chat_completions(self, raw: bytes) -> None:
@@ -860,9 +866,7 @@ class _Handler(BaseHTTPRequestHandler):
             "system_fingerprint": "fp_test",
         }
         if fault is not None and fault.kind == "reset":
-            data = _json_bytes(payload)
-            self._send_bytes(200, data[: len(data) // 2], length=len(data))
-            self._reset()
+            self._send_half(payload)
         self._send_json(200, payload)
 
     def _answer(self, reply: Reply, limit: int | None) -> _Answer:
