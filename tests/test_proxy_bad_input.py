@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import httpx2
 import openai
 import pytest
 
+from summarizer.checkpoints import Checkpoint
 from summarizer.library import ContextManager
 from summarizer.messages import canonical_json, message_digest
 from summarizer.proxy import ProxyServer
@@ -228,7 +230,9 @@ def test_a_conversation_with_lone_surrogates_is_compacted_and_served(
 ) -> None:
     upstream.clear_log()
     messages = long_history(7, size=400, task="Fix the \ud83d bug.")  # a high half, alone
-    messages[3]["content"] += " \udc00 trailing"
+    # Facts with lone surrogates (a test id, a path) reach the ledger of the stored checkpoint.
+    failure = "FAILED tests/test_\ud800x.py::test_total - ValueError at src/billing/m\udc00.py:12"
+    messages[3]["content"] = failure + "\n" + messages[3]["content"]
     raw = json.dumps({"model": MODEL, "messages": messages, "tools": TOOLS}).encode()
     assert b"\\ud83d" in raw
     for stream in (False, True):
@@ -241,6 +245,13 @@ def test_a_conversation_with_lone_surrogates_is_compacted_and_served(
     agent = [r for r in upstream.requests if not r.is_summary]
     assert [r.status for r in agent] == [200, 200]
     assert agent[-1].body["messages"][1]["content"] == "Fix the \ud83d bug."
+    assert agent[0].body["messages"][-1] == messages[-1]
+    with sqlite3.connect(proxy.settings.db) as connection:  # type: ignore[arg-type]
+        stored = [
+            Checkpoint.model_validate_json(b)
+            for (b,) in connection.execute("SELECT body FROM checkpoints")
+        ]
+    assert any("test_\ufffdx.py" in json.dumps(c.ledger, ensure_ascii=False) for c in stored)
 
 
 def test_lone_surrogates_hash_stably_and_count_without_raising() -> None:

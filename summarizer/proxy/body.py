@@ -54,9 +54,39 @@ def parse_body(raw: bytes) -> Any:
             value = json.loads(raw)
         except RecursionError:  # orjson stops at 1024 levels, the stdlib near the stack's end
             raise NestingTooDeep from None
+        if _deeper_than(value, MAX_JSON_DEPTH):
+            raise NestingTooDeep from None
+        if type(value) is dict or type(value) is list:
+            _replace_lone_surrogates(value)
+        return value
     if _deeper_than(value, MAX_JSON_DEPTH):
         raise NestingTooDeep
     return value
+
+
+def _replace_lone_surrogates(value: Any) -> None:
+    """Replace, in place, each lone surrogate in the strings of ``value`` with U+FFFD.
+
+    Only what the proxy manages (hashes, counts, summarizes, stores) is changed: what goes
+    upstream comes from the client's bytes or from an exact re-parse of them, so the upstream
+    still gets ``"\\ud800"`` as sent. Summaries, fact ledgers and checkpoints stay valid UTF-8,
+    and tiktoken counts a lone surrogate as U+FFFD anyway. (Object keys are left as they are.)
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        pairs: Any = item.items() if type(item) is dict else enumerate(item)
+        for key, child in list(pairs):
+            if type(child) is str:
+                if not child.isascii():
+                    try:
+                        child.encode("utf-8")
+                    except UnicodeEncodeError:
+                        item[key] = child.encode("utf-16", "surrogatepass").decode(
+                            "utf-16", "replace"
+                        )
+            elif type(child) is dict or type(child) is list:
+                stack.append(child)
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
