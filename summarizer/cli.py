@@ -181,6 +181,13 @@ def serve(
             "(default: none, any client may use the proxy)",
         ),
     ] = None,
+    body_read_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds to wait for each next piece of a request body before answering 408. "
+            "(default: 30)"
+        ),
+    ] = None,
 ) -> None:
     """Run the OpenAI-compatible proxy: point an agent's base URL at http://HOST:PORT/v1.
 
@@ -211,6 +218,7 @@ def serve(
             max_body_bytes=max_body_bytes,
             sessions_api=sessions_api,
             client_keys=client_key or None,
+            body_read_timeout=body_read_timeout,
         )
         run_server(settings)
     except SummarizerError as exc:

@@ -19,6 +19,7 @@ The invariants it keeps:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import threading
@@ -552,13 +553,34 @@ def drive_sync(steps: Steps, perform: Callable[[SummarizeCall], SummaryOutcome])
 
 
 async def drive_async(
-    steps: Steps, perform: Callable[[SummarizeCall], Awaitable[SummaryOutcome]]
+    steps: Steps,
+    perform: Callable[[SummarizeCall], Awaitable[SummaryOutcome]],
+    *,
+    offload: bool = False,
 ) -> PrepareResult:
-    """``drive_sync`` for async callers."""
+    """``drive_sync`` for async callers.
+
+    ``offload``: run each step of the engine (planning, counting, storing: CPU work) in a worker
+    thread, so the event loop keeps serving other requests meanwhile.
+    """
+    outcome: SummaryOutcome | None = None
+    while True:
+        if offload:
+            done, value = await asyncio.to_thread(_advance, steps, outcome)
+        else:
+            done, value = _advance(steps, outcome)
+        if done:
+            result: PrepareResult = value
+            return result
+        outcome = await perform(value)
+
+
+def _advance(steps: Steps, outcome: SummaryOutcome | None) -> tuple[bool, Any]:
+    """One step: ``(False, the next call)`` or ``(True, the result)``.
+
+    A ``StopIteration`` cannot cross ``asyncio.to_thread``; it becomes a flag here.
+    """
     try:
-        call = next(steps)
-        while True:
-            call = steps.send(await perform(call))
+        return False, steps.send(outcome)  # type: ignore[arg-type]
     except StopIteration as stop:
-        result: PrepareResult = stop.value
-        return result
+        return True, stop.value

@@ -219,7 +219,8 @@ class ContextManager:
         performs this call's summary requests instead of the client given at construction.
         """
         args = _Args(messages, model, tools, session, request, namespace)
-        located, done = self._locate(args, force)
+        # Locating and compacting are CPU work (hashing, counting, planning): off the event loop.
+        located, done = await asyncio.to_thread(self._locate, args, force)
         if done is not None:
             return done
         perform = summarizer or self._async
@@ -233,7 +234,7 @@ class ContextManager:
             delay = LEASE_POLL_S[0]
             while True:
                 # Another task or process may have compacted this session while we waited.
-                located, done = self._locate(args, force)
+                located, done = await asyncio.to_thread(self._locate, args, force)
                 if done is not None:
                     return done
                 if await asyncio.to_thread(lease.take):
@@ -241,11 +242,11 @@ class ContextManager:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, LEASE_POLL_S[1])
             try:
-                located, done = self._locate(args, force)
+                located, done = await asyncio.to_thread(self._locate, args, force)
                 if done is not None:
                     return done
                 steps = self.engine.steps(located, trigger=force or "threshold")
-                return await drive_async(steps, perform)
+                return await drive_async(steps, perform, offload=True)
             finally:
                 await asyncio.to_thread(lease.release)
 
@@ -282,12 +283,18 @@ class ContextManager:
         return located, None
 
     def observe(self, result: PrepareResult, usage: Any, *, model: str) -> None:
-        """Feed back a response's ``usage`` (an SDK object or a dict) for calibration."""
+        """Feed back a response's ``usage`` (an SDK object or a dict) for calibration.
+
+        A ``prompt_tokens`` that is not a positive ``int`` (a string, null, an object, a bool) is
+        ignored.
+        """
         prompt_tokens = (
             usage.get("prompt_tokens")
             if isinstance(usage, Mapping)
             else getattr(usage, "prompt_tokens", None)
         )
+        if type(prompt_tokens) is not int or prompt_tokens <= 0:
+            return  # absent or not a count ("12", null, {}, true): nothing to learn from
         self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -34,15 +34,86 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def canonical_bytes(value: Any) -> bytes:
+    """``canonical_json(value)`` as bytes, for hashing.
+
+    UTF-8, except that a lone surrogate (a client may send ``"\\ud800"``, which JSON allows)
+    is kept as its own three bytes (``surrogatepass``) instead of raising: such strings hash
+    stably, and every other string hashes exactly as before.
+    """
+    return canonical_json(value).encode("utf-8", "surrogatepass")
+
+
 def message_digest(message: Mapping[str, Any]) -> str:
     """A stable digest of one message (SHA-256 of its canonical JSON, hex, 32 characters)."""
     return digest_and_size(message)[0]
 
 
+_LONG_STRING = 1 << 20
+"""Strings longer than this are serialised a slice at a time when hashed."""
+
+
 def digest_and_size(message: Mapping[str, Any]) -> tuple[str, int]:
-    """``message_digest(message)`` and the byte length of the canonical JSON it hashes."""
-    data = canonical_json(message).encode("utf-8")
-    return hashlib.sha256(data).hexdigest()[:32], len(data)
+    """``message_digest(message)`` and the byte length of the canonical JSON it hashes.
+
+    A message holding a very long string (megabytes of tool output) is serialised and hashed a
+    slice at a time, with the same result: one C call over 16M characters would hold the GIL for
+    about 80 ms, stalling every other thread of the process (the proxy's event loop included).
+    """
+    if not _has_long_string(message):
+        data = canonical_bytes(message)
+        return hashlib.sha256(data).hexdigest()[:32], len(data)
+    hasher = hashlib.sha256()
+    size = 0
+    for piece in _canonical_pieces(message):
+        data = piece.encode("utf-8", "surrogatepass")
+        hasher.update(data)
+        size += len(data)
+    return hasher.hexdigest()[:32], size
+
+
+def _has_long_string(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            if len(item) > _LONG_STRING:
+                return True
+        elif type(item) is dict:
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return False
+
+
+_encode_string = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _canonical_pieces(value: Any) -> Iterator[str]:
+    """``canonical_json(value)`` in consecutive pieces, long strings cut into slices.
+
+    JSON escapes each character on its own, so escaping slices gives the escaped whole.
+    """
+    if type(value) is str and len(value) > _LONG_STRING:
+        yield '"'
+        for start in range(0, len(value), _LONG_STRING):
+            yield _encode_string(value[start : start + _LONG_STRING])[1:-1]
+        yield '"'
+    elif type(value) is dict and all(type(key) is str for key in value):
+        yield "{"
+        for number, key in enumerate(sorted(value)):
+            yield ("," if number else "") + _encode_string(key) + ":"
+            yield from _canonical_pieces(value[key])
+        yield "}"
+    elif type(value) is list:
+        yield "["
+        for number, item in enumerate(value):
+            if number:
+                yield ","
+            yield from _canonical_pieces(item)
+        yield "]"
+    else:
+        yield canonical_json(value)
 
 
 def chain_step(previous: str, digest: str) -> str:

@@ -35,6 +35,9 @@ class SummaryOutcome(BaseModel):
     latency_s: float = 0.0
     error: str | None = None
     """Set when the call failed after its retries; never contains a credential."""
+    failed_attempts: list[str] = Field(default_factory=list)
+    """Why each failed attempt failed, in order: an HTTP status (``"503"``), ``"timeout"``,
+    ``"unreachable"`` or ``"invalid_response"`` (an answer that is not a chat completion)."""
 
 
 class TokenReport(BaseModel):

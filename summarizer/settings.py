@@ -85,6 +85,8 @@ class Settings(BaseModel):
     """The keys a client must send one of (none: any client may use the proxy). Given as keys
     (``SUMMARIZER_CLIENT_KEYS`` is comma-separated) and held only as their ``sha256:<hex>``
     digests; a value already of that form is taken as a digest."""
+    body_read_timeout: float = Field(default=30.0, gt=0)
+    """Seconds to wait for each next piece of a request body before answering 408."""
 
     @field_validator("upstream")
     @classmethod

@@ -31,12 +31,12 @@ import math
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from .errors import ConfigurationError
-from .messages import canonical_json, message_digest
+from .messages import canonical_bytes, canonical_json, message_digest
 from .model_limits import canonical_model_name, longest_prefix_key
 from .tokenizers import load_encoding
 
@@ -489,7 +489,7 @@ class _ChatCounter:
         if not tools:
             return 0
         try:
-            digest = hashlib.sha256(canonical_json(list(tools)).encode("utf-8")).hexdigest()[:32]
+            digest = hashlib.sha256(canonical_bytes(list(tools))).hexdigest()[:32]
         except (TypeError, ValueError):
             return self._count_tools(tools)
         cached = self._tools.get(digest)
@@ -556,17 +556,61 @@ class TiktokenCounter(_ChatCounter):
     def __init__(self, encoding_name: str = O200K_BASE, *, cache_size: int = 200_000) -> None:
         self.name = encoding_name
         self._encoding: tiktoken.Encoding = load_encoding(encoding_name)
+        # tiktoken encodes with the GIL released, but turning millions of token ids into a Python
+        # list holds it (about 110 ms for 3.4M ids). Its buffer form skips that list; it is
+        # tiktoken's private API, so it is used only where present, and checked at load.
+        self._count_buffer = _buffer_counter(self._encoding)
         super().__init__(
             tool_constants=TOOL_CONSTANTS.get(encoding_name, TOOL_CONSTANTS[O200K_BASE]),
             cache_size=cache_size,
         )
 
     def count_text(self, text: str) -> int:
-        """Tokens of ``text``; special-token spellings count as ordinary text."""
+        """Tokens of ``text``; special-token spellings count as ordinary text.
+
+        A lone surrogate (JSON allows ``"\\ud800"``) counts as U+FFFD, as tiktoken itself
+        encodes it. Long texts are counted without building the list of token ids.
+        """
+        if len(text) > _LONG_TEXT and self._count_buffer is not None:
+            try:
+                return self._count_buffer(text, _NO_SPECIALS).nbytes // 4
+            except UnicodeEncodeError:
+                return self.count_text(_without_surrogates(text))
         return len(self._encoding.encode_ordinary(text))
 
     def __repr__(self) -> str:
         return f"TiktokenCounter({self.name!r})"
+
+
+_LONG_TEXT = 65_536
+"""Texts longer than this (in characters) are counted through tiktoken's token buffer."""
+_NO_SPECIALS: frozenset[str] = frozenset()
+
+
+def _buffer_counter(
+    encoding: tiktoken.Encoding,
+) -> Callable[[str, frozenset[str]], memoryview] | None:
+    """``encode_to_tiktoken_buffer`` as a memoryview maker, if this tiktoken has it and it agrees
+    with ``encode_ordinary`` (special-token text included); else None."""
+    core = getattr(encoding, "_core_bpe", None)
+    encode = getattr(core, "encode_to_tiktoken_buffer", None)
+    if encode is None:
+        return None
+
+    def count(text: str, allowed: frozenset[str]) -> memoryview:
+        return memoryview(encode(text, allowed))
+
+    probe = "def f(x):\n    return x  # <|endoftext|> done."
+    try:
+        agrees = count(probe, _NO_SPECIALS).nbytes // 4 == len(encoding.encode_ordinary(probe))
+    except Exception:  # an API that changed shape: use the list path
+        return None
+    return count if agrees else None
+
+
+def _without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (what tiktoken encodes for it)."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 class ApproximateCounter(_ChatCounter):

@@ -3,7 +3,9 @@
 Retries are tenacity's alone: the SDK's own are turned off (``max_retries=0``) so the two never
 multiply. Retried: 429 (waiting what ``Retry-After`` asks, within a cap), 5xx, timeouts and dropped
 connections; bounded in attempts and in total time. Anything else, or the last failure, becomes a
-``SummaryOutcome`` with ``error`` set, worded without any credential.
+``SummaryOutcome`` with ``error`` set, worded without any credential; so does an answer that is not
+a readable chat completion (invalid, empty or truncated JSON, an HTML page, content that is not
+text): a failed summary, which the engine falls back from like any other.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -118,23 +121,85 @@ def describe_error(exc: BaseException) -> str:
         return f"upstream returned HTTP {exc.status_code}" + (f" ({code})" if code else "")
     if isinstance(exc, openai.APITimeoutError):
         return "upstream timed out"
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, (openai.APIConnectionError, OSError)):
         return "could not connect to upstream"
+    if isinstance(exc, ValueError):
+        return "upstream answered with a body that is not valid JSON"
     return type(exc).__name__
 
 
+def attempt_status(exc: BaseException) -> str:
+    """The bounded label of a failed attempt: an HTTP status, ``"timeout"``, ``"unreachable"``
+    or ``"invalid_response"``."""
+    if isinstance(exc, openai.APIStatusError):
+        return str(exc.status_code)
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, (openai.APIConnectionError, OSError)):
+        return "unreachable"
+    return "invalid_response"
+
+
+_FAILURES = (openai.OpenAIError, OSError, ValueError)
+"""What a summary call can fail with: the SDK's errors, a socket's, and ``ValueError`` for an
+answer the SDK could not decode (``json.JSONDecodeError``)."""
+_NOT_A_COMPLETION = "upstream answered with something that is not a chat completion"
+
+
+def _tokens(value: Any) -> int | None:
+    """A usage figure, or None unless it is a non-negative int (not a bool, a string...)."""
+    return value if type(value) is int and value >= 0 else None
+
+
+def _without_surrogates(value: Any) -> Any:
+    """``value`` with lone surrogates in its strings replaced by U+FFFD (strict UTF-8 safe)."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {key: _without_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    return value
+
+
 def _outcome(completion: Any, started: float) -> SummaryOutcome:
-    choice = completion.choices[0] if completion.choices else None
+    latency = time.monotonic() - started
+    choices = getattr(completion, "choices", None)
+    if not isinstance(completion, ChatCompletion) or not isinstance(choices, list):
+        # e.g. the SDK's ``str`` for a text/html answer, or JSON of another shape
+        return SummaryOutcome(error=_NOT_A_COMPLETION, latency_s=latency)
+    choice = choices[0] if choices else None
+    content = getattr(getattr(choice, "message", None), "content", None)
+    if content is not None and not isinstance(content, str):
+        return SummaryOutcome(
+            error="upstream answered a summary that is not text", latency_s=latency
+        )
+    finish_reason = getattr(choice, "finish_reason", None)
     usage = getattr(completion, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)
     return SummaryOutcome(
-        text=choice.message.content if choice is not None else None,
-        finish_reason=choice.finish_reason if choice is not None else None,
-        prompt_tokens=getattr(usage, "prompt_tokens", None),
-        cached_tokens=getattr(details, "cached_tokens", None),
-        completion_tokens=getattr(usage, "completion_tokens", None),
+        # A model may write "\\ud800" in JSON; the summary is stored and sent as strict UTF-8.
+        text=_without_surrogates(content),
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+        prompt_tokens=_tokens(getattr(usage, "prompt_tokens", None)),
+        cached_tokens=_tokens(getattr(details, "cached_tokens", None)),
+        completion_tokens=_tokens(getattr(usage, "completion_tokens", None)),
+        latency_s=latency,
+    )
+
+
+def _failed(exc: BaseException, failures: list[str], started: float) -> SummaryOutcome:
+    return SummaryOutcome(
+        error=describe_error(exc),
+        failed_attempts=failures,
         latency_s=time.monotonic() - started,
     )
+
+
+def _finished(outcome: SummaryOutcome, failures: list[str]) -> SummaryOutcome:
+    if outcome.error is not None:
+        failures.append("invalid_response")
+    return outcome.model_copy(update={"failed_attempts": failures})
 
 
 class OpenAISummaryClient:
@@ -144,16 +209,27 @@ class OpenAISummaryClient:
         self._client = client.with_options(max_retries=0)
         self._policy = retry_policy(**policy)
 
+    def _create(self, body: dict[str, Any]) -> Any:
+        try:
+            return self._client.chat.completions.create(**body)
+        except UnicodeEncodeError:  # a lone surrogate: the SDK only writes strict UTF-8
+            return self._client.chat.completions.create(**_without_surrogates(body))
+
     def __call__(self, call: SummarizeCall) -> SummaryOutcome:
-        """Perform ``call``; never raises for an upstream failure."""
+        """Perform ``call``; never raises for an upstream failure or an unreadable answer."""
         started = time.monotonic()
+        failures: list[str] = []
         try:
             for attempt in Retrying(**self._policy):
                 with attempt:
-                    completion = self._client.chat.completions.create(**call.body)
-        except (openai.OpenAIError, OSError) as exc:
-            return SummaryOutcome(error=describe_error(exc), latency_s=time.monotonic() - started)
-        return _outcome(completion, started)
+                    try:
+                        completion = self._create(call.body)
+                    except _FAILURES as exc:
+                        failures.append(attempt_status(exc))
+                        raise
+        except _FAILURES as exc:
+            return _failed(exc, failures, started)
+        return _finished(_outcome(completion, started), failures)
 
 
 class AsyncOpenAISummaryClient:
@@ -163,13 +239,24 @@ class AsyncOpenAISummaryClient:
         self._client = client.with_options(max_retries=0)
         self._policy = retry_policy(**policy)
 
+    async def _create(self, body: dict[str, Any]) -> Any:
+        try:
+            return await self._client.chat.completions.create(**body)
+        except UnicodeEncodeError:  # a lone surrogate: the SDK only writes strict UTF-8
+            return await self._client.chat.completions.create(**_without_surrogates(body))
+
     async def __call__(self, call: SummarizeCall) -> SummaryOutcome:
-        """Perform ``call``; never raises for an upstream failure."""
+        """Perform ``call``; never raises for an upstream failure or an unreadable answer."""
         started = time.monotonic()
+        failures: list[str] = []
         try:
             async for attempt in AsyncRetrying(**self._policy):
                 with attempt:
-                    completion = await self._client.chat.completions.create(**call.body)
-        except (openai.OpenAIError, OSError) as exc:
-            return SummaryOutcome(error=describe_error(exc), latency_s=time.monotonic() - started)
-        return _outcome(completion, started)
+                    try:
+                        completion = await self._create(call.body)
+                    except _FAILURES as exc:
+                        failures.append(attempt_status(exc))
+                        raise
+        except _FAILURES as exc:
+            return _failed(exc, failures, started)
+        return _finished(_outcome(completion, started), failures)

@@ -24,10 +24,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..results import CompactionEvent
 from ..settings import Settings
 from ..stores import Store
+from . import sse
 from .access import RequestGuard, log_startup_notes
 from .chat import chat_completions
-from .errors import error_response
+from .errors import error_payload, error_response
 from .headers import credential, credential_namespace, response_headers
+from .intake import BodyTimeout, ClientGone, body_pieces, unread_body_response
 from .metrics import CONTENT_TYPE
 from .paths import UnsafePath, upstream_path
 from .state import ProxyState
@@ -102,6 +104,7 @@ async def passthrough(request: Request) -> Response:
     stays under the upstream's base path; any other is refused with 400 and never forwarded.
     """
     state: ProxyState = request.app.state.proxy
+    settings = state.settings
     try:
         path = upstream_path(request.scope.get("raw_path") or request.scope["path"].encode())
     except UnsafePath as exc:
@@ -116,21 +119,53 @@ async def passthrough(request: Request) -> Response:
         state.upstream_url(path, request.url.query),
         # A body is streamed through as it arrives; a request without one is sent without one
         # (not as an empty chunked body, which some servers refuse on GET).
-        content=request.stream() if has_body else None,
+        content=body_pieces(request, settings.body_read_timeout) if has_body else None,
         headers=state.forward_headers(request.headers),
     )
     try:
         response = await state.http.send(upstream_request, stream=True)
+    except (BodyTimeout, ClientGone) as exc:
+        return unread_body_response(
+            request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
+        )
     except httpx2.TransportError as exc:
         return state.upstream_failure(exc)
     if response.status_code >= 400:
         state.metrics.upstream_errors.labels(str(response.status_code)).inc()
     return StreamingResponse(
-        response.aiter_raw(),
+        _relay(request, response, state),
         status_code=response.status_code,
         headers=dict(response_headers(response.headers.items())),
         background=BackgroundTask(response.aclose),
     )
+
+
+async def _relay(
+    request: Request, response: httpx2.Response, state: ProxyState
+) -> AsyncIterator[bytes]:
+    """The upstream's body as it arrives. If the upstream breaks off: a warning, a count, an
+    SSE error event for an event stream (the SDKs raise on it), and the body ends there."""
+    try:
+        async for chunk in response.aiter_raw():
+            yield chunk
+    except httpx2.TransportError as exc:
+        timeout = isinstance(exc, httpx2.TimeoutException)
+        state.metrics.upstream_errors.labels("timeout" if timeout else "stream_interrupted").inc()
+        logger.warning(
+            "the upstream %s broke off its answer to %s %s: %s",
+            state.upstream_host,
+            request.method,
+            request.url.path,
+            type(exc).__name__,
+        )
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            yield b"\n\n" + sse.data_event(
+                error_payload(
+                    f"The upstream {state.upstream_host} broke off its answer.",
+                    type="upstream_error",
+                    code="stream_interrupted",
+                )
+            )
 
 
 async def not_found(request: Request) -> Response:

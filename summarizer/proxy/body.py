@@ -22,22 +22,98 @@ import orjson
 _USAGE_OPTION = b'"stream_options":{"include_usage":true},'
 
 
-def parse_body(raw: bytes) -> Any:
-    """Parse a request body (fast; falls back to the stdlib for what orjson refuses, e.g. NaN).
+MAX_JSON_DEPTH = 128
+"""Deepest nesting of arrays and objects accepted in a request body.
 
-    Raises ``ValueError`` for invalid JSON.
+Far beyond any real request (OpenAI's structured-output schemas stop at 10 levels), and far
+enough below Python's recursion limit that nothing recursive the proxy, the stdlib ``json``,
+pydantic or the openai SDK does with a message can overflow it.
+"""
+
+
+class NestingTooDeep(ValueError):
+    """A body nests arrays and objects deeper than ``MAX_JSON_DEPTH``."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"The request body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep."
+        )
+
+
+def parse_body(raw: bytes) -> Any:
+    """Parse a request body (fast; falls back to the stdlib for what orjson refuses, e.g. NaN
+    or a lone surrogate).
+
+    Raises ``NestingTooDeep`` for a body nested deeper than ``MAX_JSON_DEPTH``, and
+    ``ValueError`` for invalid JSON.
     """
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return json.loads(raw)
+        try:
+            value = json.loads(raw)
+        except RecursionError:  # orjson stops at 1024 levels, the stdlib near the stack's end
+            raise NestingTooDeep from None
+        if _deeper_than(value, MAX_JSON_DEPTH):
+            raise NestingTooDeep from None
+        if type(value) is dict or type(value) is list:
+            _replace_lone_surrogates(value)
+        return value
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise NestingTooDeep
+    return value
+
+
+def _replace_lone_surrogates(value: Any) -> None:
+    """Replace, in place, each lone surrogate in the strings of ``value`` with U+FFFD.
+
+    Only what the proxy manages (hashes, counts, summarizes, stores) is changed: what goes
+    upstream comes from the client's bytes or from an exact re-parse of them, so the upstream
+    still gets ``"\\ud800"`` as sent. Summaries, fact ledgers and checkpoints stay valid UTF-8,
+    and tiktoken counts a lone surrogate as U+FFFD anyway. (Object keys are left as they are.)
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        pairs: Any = item.items() if type(item) is dict else enumerate(item)
+        for key, child in list(pairs):
+            if type(child) is str:
+                if not child.isascii():
+                    try:
+                        child.encode("utf-8")
+                    except UnicodeEncodeError:
+                        item[key] = child.encode("utf-16", "surrogatepass").decode(
+                            "utf-16", "replace"
+                        )
+            elif type(child) is dict or type(child) is list:
+                stack.append(child)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` levels (without recursing)."""
+    if type(value) is not dict and type(value) is not list:
+        return False
+    stack = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        if depth > limit:
+            return True
+        for child in item.values() if type(item) is dict else item:
+            kind = type(child)
+            if kind is dict or kind is list:
+                push((child, depth + 1))
+    return False
 
 
 def _dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
-    except TypeError:  # integers beyond 64 bits, NaN handling: the stdlib writes them as given
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except TypeError:  # integers beyond 64 bits, NaN, lone surrogates: the stdlib writes them
+        try:
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: escaped, as the client itself sent it
+            return json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
 def wants_usage(body: Mapping[str, Any]) -> bool:

@@ -1,9 +1,14 @@
 """``POST /v1/chat/completions``: compact when needed, forward, relay.
 
-The request path: read the body (bounded), parse it, locate it against the session's
-checkpoints (fast path: no compaction due), else compact under the session's lock, send the
-(possibly rewritten) body upstream, relay the answer. A ``context_length_exceeded`` answer gets
+The request path: read the body (bounded in size and time), parse it, locate it against the
+session's checkpoints (fast path: no compaction due), else compact under the session's lock, send
+the (possibly rewritten) body upstream, relay the answer. A ``context_length_exceeded`` answer gets
 one compaction with a tighter target and one retry, never more.
+
+The CPU work of a large body (parsing, hashing, counting, re-serializing) runs in a worker thread,
+so one huge request never stalls the event loop that serves every other session. An upstream
+answer that is cut short or is not a chat completion becomes an OpenAI-style error (a 502, or an
+SSE error event once a stream is open), never a 500 of ours or a silently truncated stream.
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 from starlette.requests import Request
@@ -27,10 +33,10 @@ from ..errors import (
     SummarizerError,
     TokenizerUnavailable,
 )
-from ..results import PrepareResult, Trigger
+from ..results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
 from ..upstream import says_context_length_exceeded
 from . import sse
-from .body import outgoing_body, parse_body, wants_usage
+from .body import NestingTooDeep, outgoing_body, parse_body, wants_usage
 from .errors import error_payload, error_response
 from .headers import (
     SESSION_HEADER,
@@ -39,6 +45,7 @@ from .headers import (
     invalid_session_header,
     response_headers,
 )
+from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
 from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")
@@ -46,24 +53,13 @@ logger = logging.getLogger("summarizer.proxy")
 _CHAT_PATH = "/chat/completions"
 _MAX_WARNED_MODELS = 1000  # model names come from clients: bound what is remembered
 
+OFFLOAD_BYTES = 512 * 1024
+"""Bodies larger than this are parsed, located and re-serialized in a worker thread. Below it
+the work costs a few milliseconds at most (a 100k-token body is about 400 KB) and stays on the
+event loop, where it does not pay a thread hand-off."""
 
-class BodyTooLarge(Exception):
-    """The request body is over ``max_body_bytes``."""
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing (``BodyTooLarge``) as soon as it passes ``limit`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+_T = TypeVar("_T")
+_warned_usage: weakref.WeakKeyDictionary[ProxyState, set[str]] = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -94,6 +90,8 @@ def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
     """The request, or the 400 response saying what is wrong with it."""
     try:
         body = parse_body(raw)
+    except NestingTooDeep as exc:
+        return error_response(400, str(exc), code="nested_too_deeply")
     except ValueError:
         return error_response(
             400,
@@ -131,6 +129,18 @@ def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
     )
 
 
+def _truth(result: PrepareResult | None) -> bytes:
+    """The SSE comment that says, after the keepalives of an early-opened stream, what its
+    headers could not: whether the request was compacted, its checkpoint and its estimate."""
+    if result is None:
+        return sse.comment("summarizer: compacted=false checkpoint= prompt_tokens=")
+    return sse.comment(
+        f"summarizer: compacted={'true' if result.compacted else 'false'} "
+        f"checkpoint={result.checkpoint_id or ''} "
+        f"prompt_tokens={result.report.estimated_tokens}"
+    )
+
+
 def _summarizer_headers(result: PrepareResult | None) -> dict[str, str]:
     if result is None:
         return {
@@ -152,6 +162,7 @@ class ChatHandler:
     def __init__(self, state: ProxyState, chat: ChatRequest) -> None:
         self.state = state
         self.chat = chat
+        self.large = len(chat.raw) > OFFLOAD_BYTES
         self.result: PrepareResult | None = None
         self.warning: str | None = None
         self.overhead = 0.0
@@ -207,7 +218,7 @@ class ChatHandler:
             self.result = await self.state.context.aprepare(
                 self.chat.body["messages"],
                 force=force,
-                summarizer=self.state.summarizer_for(self.chat.headers),
+                summarizer=self._counted(self.state.summarizer_for(self.chat.headers)),
                 **self.chat.args(),
             )
         except BudgetExceeded as exc:
@@ -219,6 +230,22 @@ class ChatHandler:
         finally:
             self._resume()
         return None
+
+    def _counted(self, perform: Callable[[SummarizeCall], Any]) -> Callable[[SummarizeCall], Any]:
+        """``perform``, counting each failed attempt in ``summarizer_upstream_errors_total``."""
+        errors = self.state.metrics.upstream_errors
+
+        async def call(request: SummarizeCall) -> SummaryOutcome:
+            outcome: SummaryOutcome = await perform(request)
+            for status in outcome.failed_attempts:
+                errors.labels(status, "summary").inc()
+            return outcome
+
+        return call
+
+    async def offloaded(self, work: Callable[[], _T]) -> _T:
+        """``work()``, in a worker thread when the body is large."""
+        return await asyncio.to_thread(work) if self.large else work()
 
     def outgoing(self) -> bytes:
         """The body to send upstream for the current result."""
@@ -238,9 +265,24 @@ class ChatHandler:
         return out
 
     def observe(self, usage: Any) -> None:
-        """Calibrate with the provider's reported usage."""
-        if self.result is not None and isinstance(usage, Mapping):
-            self.state.context.observe(self.result, usage, model=self.chat.model)
+        """Calibrate with the provider's reported usage (ignored, and said once per kind of
+        value, when ``prompt_tokens`` is not a positive integer)."""
+        if self.result is None or not isinstance(usage, Mapping):
+            return
+        tokens = usage.get("prompt_tokens")
+        if type(tokens) is not int or tokens <= 0:
+            cause = type(tokens).__name__ if type(tokens) is not int else "not positive"
+            warned = _warned_usage.setdefault(self.state, set())
+            if cause not in warned:
+                warned.add(cause)
+                logger.warning(
+                    "the upstream reported usage.prompt_tokens of type %s (%s); ignored for "
+                    "calibration (said once per kind)",
+                    type(tokens).__name__,
+                    cause,
+                )
+            return
+        self.state.context.observe(self.result, usage, model=self.chat.model)
 
     # -- upstream -----------------------------------------------------------------------------
 
@@ -250,7 +292,7 @@ class ChatHandler:
         request = state.http.build_request(
             "POST",
             state.upstream_url(_CHAT_PATH),
-            content=self.outgoing(),
+            content=await self.offloaded(self.outgoing),
             headers=[
                 *state.forward_headers(self.chat.headers, drop=("accept-encoding",)),
                 ("accept-encoding", "identity"),
@@ -264,14 +306,71 @@ class ChatHandler:
         finally:
             self._resume()
 
-    async def _read(self, response: httpx2.Response) -> bytes:
-        """The whole body of an upstream response (not proxy time), then the connection back."""
+    async def _read(self, response: httpx2.Response) -> bytes | Response:
+        """The whole body of an upstream response (not proxy time), then the connection back;
+        an error response when the upstream breaks off mid-body."""
         self._pause()
         try:
             return await response.aread()
+        except httpx2.TransportError as exc:
+            return self._broken_off(exc)
         finally:
             await response.aclose()
             self._resume()
+
+    def _broken_off(self, exc: httpx2.TransportError) -> Response:
+        """The 504 (timeout) or 502 for an answer the upstream began and did not finish."""
+        if isinstance(exc, httpx2.TimeoutException):
+            return self.state.upstream_failure(exc)
+        self._interrupted(exc)
+        return error_response(
+            502,
+            f"The upstream {self.state.upstream_host} broke off its answer: {type(exc).__name__}.",
+            type="upstream_error",
+            code="upstream_interrupted",
+        )
+
+    def _interrupted(self, exc: httpx2.TransportError) -> None:
+        """Count and log (one line, no traceback) an answer the upstream cut short."""
+        label = "timeout" if isinstance(exc, httpx2.TimeoutException) else "stream_interrupted"
+        self.state.metrics.upstream_errors.labels(label).inc()
+        logger.warning(
+            "the upstream %s interrupted its answer to a chat request: %s",
+            self.state.upstream_host,
+            type(exc).__name__,
+        )
+
+    def _invalid(self, status: int) -> Response:
+        """The 502 for a success answer that is not a chat completion."""
+        self.state.metrics.upstream_errors.labels("invalid_response").inc()
+        logger.warning(
+            "the upstream %s answered HTTP %d with a body that is not a chat completion",
+            self.state.upstream_host,
+            status,
+        )
+        return error_response(
+            502,
+            f"The upstream {self.state.upstream_host} answered HTTP {status} with a body that "
+            "is not a chat completion.",
+            type="upstream_error",
+            code="upstream_invalid_response",
+        )
+
+    async def _whole_answer(self, response: httpx2.Response) -> Response:
+        """A success answer read whole: relayed (and its usage observed) if it is a JSON
+        object, else a 502."""
+        content = await self._read(response)
+        if isinstance(content, Response):
+            return content
+        completion = _json_object(content)
+        if completion is None:
+            return self._invalid(response.status_code)
+        self.observe(completion.get("usage"))
+        headers = {
+            k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
+        }
+        headers.update(self.headers())
+        return Response(content, status_code=response.status_code, headers=headers)
 
     async def send_with_retry(self) -> tuple[httpx2.Response | Response, bytes | None]:
         """Send; on ``context_length_exceeded`` compact harder and send once more.
@@ -284,6 +383,8 @@ class ChatHandler:
             if not isinstance(response, httpx2.Response) or response.is_success:
                 return response, None
             content = await self._read(response)
+            if isinstance(content, Response):
+                return content, None
             self.state.metrics.upstream_errors.labels(str(response.status_code)).inc()
             if (
                 attempt == 1
@@ -307,9 +408,9 @@ class ChatHandler:
             self._finish()
             return response
         if content is None:
-            content = await self._read(response)
-            if response.is_success:
-                self.observe(_usage_of_completion(content))
+            answer = await self._whole_answer(response)
+            self._finish()
+            return answer
         headers = {
             k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
         }
@@ -328,6 +429,10 @@ class ChatHandler:
             headers.pop("content-encoding", None)
             self._finish()
             return Response(content, status_code=response.status_code, headers=headers)
+        if not _is_event_stream(response):  # an upstream that ignored "stream", or garbage
+            answer = await self._whole_answer(response)
+            self._finish()
+            return answer
         headers = {
             k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
         }
@@ -356,6 +461,18 @@ class ChatHandler:
             rest = splitter.rest()
             if rest:
                 yield rest
+        except httpx2.TransportError as exc:
+            # The 200 is already sent: end with an error event (the SDKs raise on it); the
+            # unfinished event the upstream was sending, if any, is dropped.
+            self._interrupted(exc)
+            yield sse.data_event(
+                error_payload(
+                    f"The upstream {self.state.upstream_host} broke off the stream: "
+                    f"{type(exc).__name__}.",
+                    type="upstream_error",
+                    code="stream_interrupted",
+                )
+            )
         finally:
             await response.aclose()
 
@@ -383,17 +500,19 @@ class ChatHandler:
         if failed is not None:
             yield sse.data_event(json.loads(bytes(failed.body)))
             return
-        if self.result is not None:
-            yield sse.comment(
-                f"summarizer: compacted=true checkpoint={self.result.checkpoint_id or ''} "
-                f"prompt_tokens={self.result.report.estimated_tokens}"
-            )
+        yield _truth(self.result)
         response, content = await self.send_with_retry()
+        if (
+            isinstance(response, httpx2.Response)
+            and content is None
+            and not _is_event_stream(response)
+        ):
+            response = await self._whole_answer(response)
+        self._finish()
         if not isinstance(response, httpx2.Response):
-            self._finish()
+            # An error, or a whole JSON answer to a stream request: its body as the one event.
             yield sse.data_event(json.loads(bytes(response.body)))
             return
-        self._finish()
         if content is not None:
             yield sse.data_event(_error_of(response.status_code, content))
             return
@@ -409,12 +528,17 @@ def _is_context_length(status: int, content: bytes) -> bool:
     return says_context_length_exceeded(status, body)
 
 
-def _usage_of_completion(content: bytes) -> Any:
+def _json_object(content: bytes) -> dict[str, Any] | None:
+    """``content`` parsed, if it is a JSON object."""
     try:
         data = json.loads(content)
     except ValueError:
         return None
-    return data.get("usage") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else None
+
+
+def _is_event_stream(response: httpx2.Response) -> bool:
+    return response.headers.get("content-type", "").startswith("text/event-stream")
 
 
 def _error_of(status: int, content: bytes) -> dict[str, Any]:
@@ -433,19 +557,21 @@ def _error_of(status: int, content: bytes) -> dict[str, Any]:
 async def chat_completions(request: Request) -> Response:
     """The ``POST /v1/chat/completions`` endpoint."""
     state: ProxyState = request.app.state.proxy
+    settings = state.settings
     try:
-        raw = await read_body(request, state.settings.max_body_bytes)
-    except BodyTooLarge:
-        return error_response(
-            413,
-            f"The request body is larger than {state.settings.max_body_bytes} bytes.",
-            code="request_too_large",
+        raw = await read_body(request, settings.max_body_bytes, settings.body_read_timeout)
+    except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
+        return unread_body_response(
+            request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
         )
-    parsed = parse_chat_request(raw, request.headers)
+    if len(raw) > OFFLOAD_BYTES:
+        parsed = await asyncio.to_thread(parse_chat_request, raw, request.headers)
+    else:
+        parsed = parse_chat_request(raw, request.headers)
     if isinstance(parsed, Response):
         return parsed
     handler = ChatHandler(state, parsed)
-    quick = handler.quick()
+    quick = await handler.offloaded(handler.quick)
     if isinstance(quick, Response):
         return quick
     if quick is None and handler.warning is None:
@@ -457,8 +583,9 @@ async def chat_completions(request: Request) -> Response:
             task = asyncio.ensure_future(handler.compact())
             done, _ = await asyncio.wait({task}, timeout=state.settings.keepalive_interval)
             if not done:
+                # Not known yet: the SSE comment after the keepalives says what happened.
                 headers = {
-                    "x-summarizer-compacted": "true",
+                    "x-summarizer-compacted": "pending",
                     "x-summarizer-prompt-tokens": "",
                     "x-summarizer-checkpoint": "",
                     "cache-control": "no-cache",

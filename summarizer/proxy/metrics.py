@@ -5,6 +5,8 @@ Labels are bounded: route names and HTTP statuses, never models, sessions or cre
 
 from __future__ import annotations
 
+from typing import Literal
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -14,6 +16,18 @@ _SUMMARY_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
 _SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class UpstreamErrors:
+    """``summarizer_upstream_errors_total``: ``labels(status)`` counts an agent call's failure,
+    ``labels(status, "summary")`` a summary call's."""
+
+    def __init__(self, counter: Counter) -> None:
+        self.counter = counter
+
+    def labels(self, status: str, call: Literal["agent", "summary"] = "agent") -> Counter:
+        """The counter child for ``status`` (bounded: statuses and a few names) and ``call``."""
+        return self.counter.labels(status, call)
 
 
 class ProxyMetrics:
@@ -58,11 +72,16 @@ class ProxyMetrics:
             buckets=_SCORE_BUCKETS,
             registry=r,
         )
-        self.upstream_errors = Counter(
-            "summarizer_upstream_errors",
-            "Upstream failures, by HTTP status ('unreachable' and 'timeout' for no response).",
-            ["status"],
-            registry=r,
+        self.upstream_errors = UpstreamErrors(
+            Counter(
+                "summarizer_upstream_errors",
+                "Upstream failures, by HTTP status ('unreachable' and 'timeout' for no response, "
+                "'stream_interrupted' for an answer cut short, 'invalid_response' for one that is "
+                "not a chat completion) and by call ('agent': the client's own request, "
+                "'summary': each failed attempt of a summary call).",
+                ["status", "call"],
+                registry=r,
+            )
         )
         self.unmanaged = Counter(
             "summarizer_unmanaged_requests",

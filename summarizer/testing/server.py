@@ -34,14 +34,19 @@ from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
-
-from pydantic import BaseModel
 
 from ..errors import InvalidConversation
 from ..messages import canonical_json, chain_step, message_digest, validate_messages
 from ..tokenizers import load_encoding
+from .faults import (
+    Fault,
+    default_fault_body,
+    error_body,
+    rate_limit_body,
+    retry_headers,
+)
 from .responders import Reply, Responder, echo_responder, is_summary_request
 
 __all__ = [
@@ -188,7 +193,9 @@ class PrefixCache:
     def seed(model: Any, tools: Any) -> str:
         """The namespace of a request: a digest of its model and tools."""
         tools_json = canonical_json(tools if isinstance(tools, list) and tools else [])
-        return hashlib.sha256(f"{model}\n{tools_json}".encode()).hexdigest()[:32]
+        return hashlib.sha256(
+            f"{model}\n{tools_json}".encode("utf-8", "surrogatepass")
+        ).hexdigest()[:32]
 
     def longest_prefix(self, chain: Sequence[str]) -> int:
         """Cumulative tokens of the longest already-seen prefix of ``chain`` (0 if none)."""
@@ -222,34 +229,6 @@ class PrefixCache:
 # --- faults and the request log -----------------------------------------------------------------
 
 
-class Fault(BaseModel):
-    """A failure to inject into the next matching chat completion request.
-
-    - ``"status"``: answer ``status`` with ``body`` (default: an OpenAI-style error body);
-    - ``"rate_limit"``: answer 429 with OpenAI's ``rate_limit_exceeded`` body;
-    - ``"delay"``: sleep ``seconds``, then answer normally;
-    - ``"drop"``: read the request, then close the connection without any response.
-
-    ``retry_after`` (seconds) adds ``Retry-After`` and ``retry-after-ms`` headers to a
-    ``"status"`` or ``"rate_limit"`` answer; without it they are not sent. ``match`` picks the
-    requests it applies to: ``"summary"`` (``tool_choice == "none"``), ``"agent"`` (all others)
-    or ``"any"``.
-    """
-
-    kind: Literal["status", "rate_limit", "delay", "drop"]
-    status: int = 500
-    body: dict[str, Any] | None = None
-    retry_after: float | None = None
-    seconds: float = 0
-    match: Literal["any", "summary", "agent"] = "any"
-
-    def matches(self, body: Mapping[str, Any]) -> bool:
-        """Whether this fault applies to a request with ``body``."""
-        if self.match == "any":
-            return True
-        return is_summary_request(body) == (self.match == "summary")
-
-
 @dataclass(frozen=True, slots=True)
 class RecordedRequest:
     """One request the upstream received, and what it answered.
@@ -281,65 +260,6 @@ class RecordedRequest:
         if isinstance(self.body, Mapping) and isinstance(self.body.get("messages"), list):
             return list(self.body["messages"])
         return []
-
-
-def error_body(
-    message: str,
-    *,
-    type: str = "invalid_request_error",
-    param: str | None = None,
-    code: str | None = None,
-) -> dict[str, Any]:
-    """An error body shaped like OpenAI's."""
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
-
-
-_DEFAULT_STATUS_MESSAGES = {
-    400: ("Simulated bad request.", "invalid_request_error", None),
-    401: ("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"),
-    403: ("You are not allowed to access this resource.", "invalid_request_error", None),
-    404: ("The requested resource does not exist.", "invalid_request_error", None),
-    408: ("Request timed out.", "server_error", None),
-    409: ("The request conflicted with another request.", "invalid_request_error", None),
-    500: (
-        "The server had an error while processing your request. Sorry about that!",
-        "server_error",
-        None,
-    ),
-    502: ("Bad gateway.", "server_error", None),
-    503: ("The engine is currently overloaded, please try again later.", "server_error", None),
-    504: ("Gateway timeout.", "server_error", None),
-}
-
-
-def _default_fault_body(status: int) -> dict[str, Any]:
-    message, kind, code = _DEFAULT_STATUS_MESSAGES.get(
-        status,
-        (
-            f"Simulated upstream error (HTTP {status}).",
-            "server_error" if status >= 500 else "invalid_request_error",
-            None,
-        ),
-    )
-    return error_body(message, type=kind, code=code)
-
-
-def _rate_limit_body(model: str, retry_after: float | None) -> dict[str, Any]:
-    wait = f" Please try again in {retry_after:g}s." if retry_after is not None else ""
-    return error_body(
-        f"Rate limit reached for {model} in organization org-test on requests per min (RPM): "
-        f"Limit 60, Used 60, Requested 1.{wait} "
-        "Visit https://platform.openai.com/account/rate-limits to learn more.",
-        type="requests",
-        code="rate_limit_exceeded",
-    )
-
-
-def _retry_headers(retry_after: float | None) -> dict[str, str]:
-    if retry_after is None:
-        return {}
-    seconds = f"{retry_after:g}" if retry_after != int(retry_after) else str(int(retry_after))
-    return {"Retry-After": seconds, "retry-after-ms": str(round(retry_after * 1000))}
 
 
 # --- the server ---------------------------------------------------------------------------------
@@ -522,10 +442,11 @@ class TestUpstream:
         with self._lock:
             self._log.append(record)
 
-    def _take_fault(self, body: Mapping[str, Any]) -> Fault | None:
+    def _take_fault(self, body: Mapping[str, Any] | None) -> Fault | None:
+        """The next fault for a chat completion with ``body`` (None: for an embeddings call)."""
         with self._lock:
             for index, fault in enumerate(self._faults):
-                if fault.matches(body):
+                if fault.match == "embeddings" if body is None else fault.matches(body):
                     del self._faults[index]
                     return fault
         return None
@@ -604,16 +525,39 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(
         self, status: int, payload: Any, headers: Mapping[str, str] | None = None
     ) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        self._send_bytes(status, _json_bytes(payload), headers=headers)
+
+    def _send_bytes(
+        self,
+        status: int,
+        data: bytes,
+        content_type: str = "application/json",
+        *,
+        headers: Mapping[str, str] | None = None,
+        length: int | None = None,
+    ) -> None:
+        """Answer ``data`` as is (``length``: a ``Content-Length`` to claim instead)."""
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data) if length is None else length))
         self.send_header("x-request-id", self.upstream._next_id("req_"))
         for key, value in {**self.upstream.response_headers, **(headers or {})}.items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
+
+    def _send_half(self, payload: Any) -> None:
+        """Send the first half of ``payload``'s JSON (claiming all of it), then reset."""
+        whole = _json_bytes(payload)
+        self._send_bytes(200, whole[: len(whole) // 2], length=len(whole))
+        self._reset()
+
+    def _reset(self) -> None:
+        """Abort the connection with a TCP reset (no orderly end of the answer)."""
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        raise _Dropped
 
     def _record(
         self,
@@ -688,6 +632,30 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return False, None
 
+    def _fault_answered(self, fault: Fault, body: Any, *, stream: bool = False) -> bool:
+        """Apply ``fault``'s delay, and answer for it unless it alters a normal answer."""
+        time.sleep(max(0.0, fault.seconds))
+        if fault.kind == "drop":
+            self._record(body, None, fault="drop", stream=stream)
+            raise _Dropped
+        if fault.kind == "body":
+            self._record(body, fault.answer_status(), fault="body", stream=stream)
+            self._send_bytes(fault.answer_status(), fault.content, fault.content_type)
+            return True
+        if fault.kind in ("status", "rate_limit"):
+            status = fault.answer_status()
+            payload = fault.body
+            if payload is None:
+                payload = (
+                    rate_limit_body(str(body.get("model")), fault.retry_after)
+                    if fault.kind == "rate_limit"
+                    else default_fault_body(status)
+                )
+            self._record(body, status, fault=fault.kind, stream=stream)
+            self._send_json(status, payload, retry_headers(fault.retry_after))
+            return True
+        return False
+
     # endpoints
 
     def _models(self) -> None:
@@ -710,6 +678,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _embeddings(self, raw: bytes) -> None:
         ok, body = self._parse_json(raw)
         if not ok:
+            return
+        fault = self.upstream._take_fault(None)
+        if fault is not None and self._fault_answered(fault, body):
             return
         if not isinstance(body, dict) or "input" not in body:
             self._fail(400, body, error_body("'input' is a required property", param="input"))
@@ -746,7 +717,9 @@ class _Handler(BaseHTTPRequestHandler):
             "model": body.get("model", self.upstream.model_name),
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
-        self._record(body, 200, prompt_tokens=tokens)
+        self._record(body, 200, prompt_tokens=tokens, fault=fault.kind if fault else None)
+        if fault is not None and fault.kind == "reset":
+            self._send_half(payload)
         self._send_json(200, payload)
 
     def _chat_completions(self, raw: bytes) -> None:
@@ -778,24 +751,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
 
         fault = upstream._take_fault(body)
-        if fault is not None:
-            if fault.kind == "delay":
-                time.sleep(max(0.0, fault.seconds))
-            elif fault.kind == "drop":
-                self._record(body, None, fault="drop", stream=stream)
-                raise _Dropped
-            else:
-                status = 429 if fault.kind == "rate_limit" else fault.status
-                payload = fault.body
-                if payload is None:
-                    payload = (
-                        _rate_limit_body(body["model"], fault.retry_after)
-                        if fault.kind == "rate_limit"
-                        else _default_fault_body(status)
-                    )
-                self._record(body, status, fault=fault.kind, stream=stream)
-                self._send_json(status, payload, _retry_headers(fault.retry_after))
-                return
+        if fault is not None and self._fault_answered(fault, body, stream=stream):
+            return
         fault_kind = fault.kind if fault is not None else None
 
         messages: list[dict[str, Any]] = body["messages"]
@@ -860,6 +817,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "rejected_prediction_tokens": 0,
             },
         }
+        if fault is not None and fault.kind == "bad_usage":
+            usage["prompt_tokens"] = fault.prompt_tokens
         self._record(
             body,
             200,
@@ -877,6 +836,8 @@ class _Handler(BaseHTTPRequestHandler):
             chunks = _stream_chunks(
                 completion_id, created, body["model"], answer, usage if include_usage else None
             )
+            if fault is not None and fault.kind == "reset":
+                self._send_stream(chunks, reset_after=fault.events)
             self._send_stream(chunks, chunk_delay=reply.chunk_delay)
             return
         message_out: dict[str, Any] = {
@@ -904,6 +865,8 @@ class _Handler(BaseHTTPRequestHandler):
             "service_tier": "default",
             "system_fingerprint": "fp_test",
         }
+        if fault is not None and fault.kind == "reset":
+            self._send_half(payload)
         self._send_json(200, payload)
 
     def _answer(self, reply: Reply, limit: int | None) -> _Answer:
@@ -931,7 +894,14 @@ class _Handler(BaseHTTPRequestHandler):
             )
         return _Answer(content, tool_calls, finish_reason, completion_tokens)
 
-    def _send_stream(self, chunks: Iterator[dict[str, Any]], *, chunk_delay: float = 0.0) -> None:
+    def _send_stream(
+        self,
+        chunks: Iterator[dict[str, Any]],
+        *,
+        chunk_delay: float = 0.0,
+        reset_after: int | None = None,
+    ) -> None:
+        """Send ``chunks`` as SSE events (``reset_after``: that many, then reset)."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -940,11 +910,12 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in self.upstream.response_headers.items():
             self.send_header(key, value)
         self.end_headers()
-        events = (f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n" for chunk in chunks)
-        for number, event in enumerate(events):
+        for number, chunk in enumerate(chunks):
+            if number == reset_after:
+                self._reset()
             if number and chunk_delay:
                 time.sleep(chunk_delay)
-            data = event.encode("utf-8")
+            data = b"data: " + _json_bytes(chunk) + b"\n\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
         # [DONE] and the end of the chunked body go out together, so a client that stops
@@ -952,6 +923,14 @@ class _Handler(BaseHTTPRequestHandler):
         done = b"data: [DONE]\n\n"
         self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
         self.wfile.flush()
+
+
+def _json_bytes(payload: Any) -> bytes:
+    """``payload`` as UTF-8 JSON; a lone surrogate (from a client's ``"\\ud800"``) is escaped."""
+    try:
+        return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload).encode("ascii")
 
 
 def _parse_or_none(raw: bytes) -> Any:
