@@ -20,12 +20,13 @@ what keeps the provider's prompt cache valid.
 from __future__ import annotations
 
 import copy
+import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = ["FORMAT_VERSION", "Checkpoint", "Slot"]
 
@@ -199,6 +200,28 @@ class Checkpoint(BaseModel):
             index = slot.end
         out.extend(range(index, length))
         return out
+
+    def to_json(self) -> str:
+        """The record as JSON text, for a store.
+
+        Pydantic's fast serializer refuses a lone UTF-16 surrogate (JSON text may carry one as a
+        ``\\ud800`` escape, and a conversation may hold one): then the stdlib writes it, escaped,
+        so it reads back as the same string. Raises (``ValueError`` or ``TypeError``) only for a
+        value JSON cannot hold.
+        """
+        try:
+            return self.model_dump_json()
+        except ValueError:
+            data = self.model_dump(mode="json")
+            return json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Checkpoint:
+        """A record read back from ``to_json``'s text."""
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError:
+            return cls.model_validate(json.loads(text))
 
     def rewrite(self, raw: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """The messages to send instead of ``raw`` (which must extend the basis).

@@ -385,10 +385,24 @@ def test_update_reported(harness: Harness) -> None:
     )
 
 
-def test_failed_serialisation_leaves_no_row(harness: Harness) -> None:
+def test_a_lone_surrogate_round_trips_exactly(harness: Harness) -> None:
+    """JSON text may carry a lone UTF-16 surrogate (``\\ud800``), so a conversation may hold
+    one, and so may a checkpoint's summary, ledger or cut tool output."""
     raw = conversation(6)
     lone = {"role": "user", "content": "lone \ud800 surrogate"}
-    bad = make(raw, 3, slots=[Slot(start=1, end=3, message=lone)])
+    cp = make(raw, 5, slots=[Slot(start=1, end=3, message=lone, summary="s \udfff")])
+    cp = cp.model_copy(update={"overrides": {3: {"role": "tool", "content": "x\ud800y"}}})
+    harness.store.put(cp)
+    got = harness.restart().get("ns-a", cp.id)
+    assert got == cp and got is not None
+    assert got.slots[0].message["content"] == "lone \ud800 surrogate"
+    assert got.rewrite(raw) == cp.rewrite(raw)
+
+
+def test_failed_serialisation_leaves_no_row(harness: Harness) -> None:
+    raw = conversation(6)
+    unwritable = {"role": "user", "content": object()}
+    bad = make(raw, 3, slots=[Slot(start=1, end=3, message=unwritable)])
     with pytest.raises(ValueError):  # pydantic's serialisation error is a ValueError
         harness.store.put(bad)
     store = harness.restart()

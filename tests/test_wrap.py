@@ -324,3 +324,27 @@ def test_async_streaming_hides_usage_unless_asked_and_calibrates() -> None:
     assert all(chunk.choices for chunk in hidden)
     assert not shown[-1].choices and shown[-1].usage.prompt_tokens > 0
     assert client.context.engine.calibration.ratio(MODEL) != 1.0
+
+
+def test_a_conversation_holding_a_lone_surrogate_compacts_and_is_stored(tmp_path: Any) -> None:
+    """JSON text may carry a lone surrogate escape, so an agent's history may hold one (the openai
+    SDK cannot send it, but an agent's own HTTP client can): it compacts, and SQLite stores the
+    checkpoint holding it, in a cut tool output and in the ledger's facts."""
+    store = tmp_path / "cp.db"
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "Fix src/\ud800bad.py please."},
+    ]
+    for i in range(8):
+        output = f"src/m{i}.py: ValueError: bad \udfff byte " + "data " * 700
+        messages += tool_turn(f"c{i}", "read_file", "{}", output)
+    with TestUpstream() as up:
+        llm = openai.OpenAI(base_url=up.base_url, api_key="k", max_retries=0)
+        context = ContextManager(client=llm, context_window=8_000, store=store)
+        prepared = context.prepare(messages, model="gpt-4o-mini")
+        assert prepared.compacted and prepared.event is not None
+        assert prepared.event.failure is None  # the model wrote the summary
+    # A fresh process over the same store rewrites the conversation the same way.
+    again = ContextManager(context_window=8_000, store=store)
+    replay = again.unchanged(messages, model="gpt-4o-mini")
+    assert replay is not None and replay.messages == prepared.messages

@@ -29,7 +29,7 @@ class MemoryStore(_Closable):
 
     def put(self, checkpoint: Checkpoint) -> None:
         """Save ``checkpoint``; saving the same (namespace, id) again replaces it."""
-        body = checkpoint.model_dump_json()  # may raise: nothing is changed yet
+        body = checkpoint.to_json()  # may raise: nothing is changed yet
         key = (checkpoint.namespace, checkpoint.id)
         with self._lock:
             self._check_open()
@@ -57,7 +57,7 @@ class MemoryStore(_Closable):
         with self._lock:
             self._check_open()
             entry = self._rows.get((namespace, checkpoint_id))
-        return None if entry is None else Checkpoint.model_validate_json(entry[3])
+        return None if entry is None else Checkpoint.from_json(entry[3])
 
     def find_latest(self, namespace: str, prefix_hashes: Mapping[str, int]) -> Checkpoint | None:
         """The best checkpoint whose basis is among ``prefix_hashes`` (see ``Store``)."""
@@ -70,7 +70,7 @@ class MemoryStore(_Closable):
                     row = entry[0]
                     if row.covered_count == count and (best is None or row.rank > best[0].rank):
                         best = (row, entry[3])
-        return None if best is None else Checkpoint.model_validate_json(best[1])
+        return None if best is None else Checkpoint.from_json(best[1])
 
     def list_session(self, namespace: str, session: str) -> list[Checkpoint]:
         """Every checkpoint of a session, oldest first."""
@@ -82,7 +82,7 @@ class MemoryStore(_Closable):
                 if ns == namespace and sess == session
             ]
         found.sort(key=lambda item: (item[0].created_at, item[0].seq))
-        return [Checkpoint.model_validate_json(body) for _, body in found]
+        return [Checkpoint.from_json(body) for _, body in found]
 
     def update_reported(
         self,
@@ -100,8 +100,8 @@ class MemoryStore(_Closable):
             entry = self._rows.get(key)
             if entry is None or not update:
                 return
-            checkpoint = Checkpoint.model_validate_json(entry[3]).model_copy(update=update)
-            self._rows[key] = (entry[0], entry[1], entry[2], checkpoint.model_dump_json())
+            checkpoint = Checkpoint.from_json(entry[3]).model_copy(update=update)
+            self._rows[key] = (entry[0], entry[1], entry[2], checkpoint.to_json())
             self._writes += 1
 
     def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> bool:

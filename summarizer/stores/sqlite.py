@@ -134,7 +134,7 @@ class SQLiteStore(_Closable):
 
     def put(self, checkpoint: Checkpoint) -> None:
         """Save ``checkpoint`` in one transaction; the same (namespace, id) again replaces it."""
-        body = checkpoint.model_dump_json()  # may raise: nothing is written yet
+        body = checkpoint.to_json()  # may raise: nothing is written yet
         applicable = checkpoint.applicable
         params = (
             checkpoint.namespace,
@@ -184,7 +184,7 @@ class SQLiteStore(_Closable):
                 "SELECT body FROM checkpoints WHERE namespace = ? AND id = ?",
                 (namespace, checkpoint_id),
             ).fetchone()
-        return None if row is None else Checkpoint.model_validate_json(row[0])
+        return None if row is None else Checkpoint.from_json(row[0])
 
     def find_latest(self, namespace: str, prefix_hashes: Mapping[str, int]) -> Checkpoint | None:
         """The best checkpoint whose basis is among ``prefix_hashes`` (see ``Store``).
@@ -216,7 +216,7 @@ class SQLiteStore(_Closable):
             body = self._conn.execute(
                 "SELECT body FROM checkpoints WHERE seq = ?", (best.seq,)
             ).fetchone()
-        return None if body is None else Checkpoint.model_validate_json(body[0])
+        return None if body is None else Checkpoint.from_json(body[0])
 
     def list_session(self, namespace: str, session: str) -> list[Checkpoint]:
         """Every checkpoint of a session, oldest first."""
@@ -227,7 +227,7 @@ class SQLiteStore(_Closable):
                 "ORDER BY created_at, seq",
                 (namespace, session),
             ).fetchall()
-        return [Checkpoint.model_validate_json(body) for (body,) in rows]
+        return [Checkpoint.from_json(body) for (body,) in rows]
 
     def update_reported(
         self,
@@ -249,10 +249,10 @@ class SQLiteStore(_Closable):
                     (namespace, checkpoint_id),
                 ).fetchone()
                 if row is not None:
-                    checkpoint = Checkpoint.model_validate_json(row[0]).model_copy(update=update)
+                    checkpoint = Checkpoint.from_json(row[0]).model_copy(update=update)
                     self._conn.execute(
                         "UPDATE checkpoints SET body = ? WHERE namespace = ? AND id = ?",
-                        (checkpoint.model_dump_json(), namespace, checkpoint_id),
+                        (checkpoint.to_json(), namespace, checkpoint_id),
                     )
             self._writes += 1
 
