@@ -17,9 +17,7 @@ import asyncio
 import json
 import logging
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx2
@@ -34,17 +32,21 @@ from ..errors import (
     TokenizerUnavailable,
 )
 from ..results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
-from ..upstream import says_context_length_exceeded
 from . import sse
-from .body import NestingTooDeep, outgoing_body, parse_body, wants_usage
-from .errors import error_payload, error_response
-from .headers import (
-    SESSION_HEADER,
-    credential,
-    credential_namespace,
-    invalid_session_header,
-    response_headers,
+from .answers import (
+    broken_off,
+    error_event,
+    interrupted,
+    invalid_answer,
+    is_context_length,
+    is_event_stream,
+    json_object,
+    usable_usage,
 )
+from .body import outgoing_body, wants_usage
+from .chat_request import ChatRequest, parse_chat_request, summarizer_headers, truth_comment
+from .errors import error_payload, error_response
+from .headers import response_headers
 from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
 from .state import ProxyState
 
@@ -59,101 +61,6 @@ the work costs a few milliseconds at most (a 100k-token body is about 400 KB) an
 event loop, where it does not pay a thread hand-off."""
 
 _T = TypeVar("_T")
-_warned_usage: weakref.WeakKeyDictionary[ProxyState, set[str]] = weakref.WeakKeyDictionary()
-
-
-@dataclass
-class ChatRequest:
-    """A parsed, checked chat completion request and who sent it."""
-
-    raw: bytes
-    body: dict[str, Any]
-    model: str
-    stream: bool
-    namespace: str
-    session: str | None
-    headers: Any
-
-    def args(self) -> dict[str, Any]:
-        """Keyword arguments for ``ContextManager.unchanged`` / ``aprepare``."""
-        tools = self.body.get("tools")
-        return {
-            "model": self.model,
-            "tools": tools if isinstance(tools, list) else None,
-            "session": self.session,
-            "request": self.body,
-            "namespace": self.namespace,
-        }
-
-
-def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
-    """The request, or the 400 response saying what is wrong with it."""
-    try:
-        body = parse_body(raw)
-    except NestingTooDeep as exc:
-        return error_response(400, str(exc), code="nested_too_deeply")
-    except ValueError:
-        return error_response(
-            400,
-            "We could not parse the JSON body of your request. The body must be valid JSON.",
-            code="invalid_json",
-        )
-    if not isinstance(body, dict):
-        return error_response(400, "The request body must be a JSON object.", code="invalid_type")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        return error_response(
-            400, "'model' is required and must be a string.", param="model", code="invalid_type"
-        )
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        return error_response(
-            400,
-            "'messages' is required and must be an array.",
-            param="messages",
-            code="invalid_type",
-        )
-    tools = body.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        return error_response(400, "'tools' must be an array.", param="tools", code="invalid_type")
-    if (bad_session := invalid_session_header(headers)) is not None:
-        return bad_session
-    return ChatRequest(
-        raw=raw,
-        body=body,
-        model=model,
-        stream=body.get("stream") is True,
-        namespace=credential_namespace(credential(headers)),
-        session=headers.get(SESSION_HEADER) or None,
-        headers=headers,
-    )
-
-
-def _truth(result: PrepareResult | None) -> bytes:
-    """The SSE comment that says, after the keepalives of an early-opened stream, what its
-    headers could not: whether the request was compacted, its checkpoint and its estimate."""
-    if result is None:
-        return sse.comment("summarizer: compacted=false checkpoint= prompt_tokens=")
-    return sse.comment(
-        f"summarizer: compacted={'true' if result.compacted else 'false'} "
-        f"checkpoint={result.checkpoint_id or ''} "
-        f"prompt_tokens={result.report.estimated_tokens}"
-    )
-
-
-def _summarizer_headers(result: PrepareResult | None) -> dict[str, str]:
-    if result is None:
-        return {
-            "x-summarizer-compacted": "false",
-            "x-summarizer-prompt-tokens": "",
-            "x-summarizer-checkpoint": "",
-        }
-    return {
-        "x-summarizer-compacted": "true" if result.compacted else "false",
-        "x-summarizer-prompt-tokens": str(result.report.estimated_tokens),
-        "x-summarizer-checkpoint": result.checkpoint_id or "",
-        "x-summarizer-session": result.session,
-    }
 
 
 class ChatHandler:
@@ -259,7 +166,7 @@ class ChatHandler:
 
     def headers(self) -> dict[str, str]:
         """The ``x-summarizer-*`` response headers."""
-        out = _summarizer_headers(self.result)
+        out = summarizer_headers(self.result)
         if self.warning:
             out["x-summarizer-warning"] = self.warning
         return out
@@ -269,18 +176,7 @@ class ChatHandler:
         value, when ``prompt_tokens`` is not a positive integer)."""
         if self.result is None or not isinstance(usage, Mapping):
             return
-        tokens = usage.get("prompt_tokens")
-        if type(tokens) is not int or tokens <= 0:
-            cause = type(tokens).__name__ if type(tokens) is not int else "not positive"
-            warned = _warned_usage.setdefault(self.state, set())
-            if cause not in warned:
-                warned.add(cause)
-                logger.warning(
-                    "the upstream reported usage.prompt_tokens of type %s (%s); ignored for "
-                    "calibration (said once per kind)",
-                    type(tokens).__name__,
-                    cause,
-                )
+        if not usable_usage(self.state, usage):
             return
         self.state.context.observe(self.result, usage, model=self.chat.model)
 
@@ -313,48 +209,10 @@ class ChatHandler:
         try:
             return await response.aread()
         except httpx2.TransportError as exc:
-            return self._broken_off(exc)
+            return broken_off(self.state, exc)
         finally:
             await response.aclose()
             self._resume()
-
-    def _broken_off(self, exc: httpx2.TransportError) -> Response:
-        """The 504 (timeout) or 502 for an answer the upstream began and did not finish."""
-        if isinstance(exc, httpx2.TimeoutException):
-            return self.state.upstream_failure(exc)
-        self._interrupted(exc)
-        return error_response(
-            502,
-            f"The upstream {self.state.upstream_host} broke off its answer: {type(exc).__name__}.",
-            type="upstream_error",
-            code="upstream_interrupted",
-        )
-
-    def _interrupted(self, exc: httpx2.TransportError) -> None:
-        """Count and log (one line, no traceback) an answer the upstream cut short."""
-        label = "timeout" if isinstance(exc, httpx2.TimeoutException) else "stream_interrupted"
-        self.state.metrics.upstream_errors.labels(label).inc()
-        logger.warning(
-            "the upstream %s interrupted its answer to a chat request: %s",
-            self.state.upstream_host,
-            type(exc).__name__,
-        )
-
-    def _invalid(self, status: int) -> Response:
-        """The 502 for a success answer that is not a chat completion."""
-        self.state.metrics.upstream_errors.labels("invalid_response").inc()
-        logger.warning(
-            "the upstream %s answered HTTP %d with a body that is not a chat completion",
-            self.state.upstream_host,
-            status,
-        )
-        return error_response(
-            502,
-            f"The upstream {self.state.upstream_host} answered HTTP {status} with a body that "
-            "is not a chat completion.",
-            type="upstream_error",
-            code="upstream_invalid_response",
-        )
 
     async def _whole_answer(self, response: httpx2.Response) -> Response:
         """A success answer read whole: relayed (and its usage observed) if it is a JSON
@@ -362,9 +220,9 @@ class ChatHandler:
         content = await self._read(response)
         if isinstance(content, Response):
             return content
-        completion = _json_object(content)
+        completion = json_object(content)
         if completion is None:
-            return self._invalid(response.status_code)
+            return invalid_answer(self.state, response.status_code)
         self.observe(completion.get("usage"))
         headers = {
             k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
@@ -389,7 +247,7 @@ class ChatHandler:
             if (
                 attempt == 1
                 and self.result is not None
-                and _is_context_length(response.status_code, content)
+                and is_context_length(response.status_code, content)
             ):
                 logger.info("upstream says context length exceeded; compacting and retrying")
                 failed = await self.compact(force="context_length_exceeded")
@@ -429,7 +287,7 @@ class ChatHandler:
             headers.pop("content-encoding", None)
             self._finish()
             return Response(content, status_code=response.status_code, headers=headers)
-        if not _is_event_stream(response):  # an upstream that ignored "stream", or garbage
+        if not is_event_stream(response):  # an upstream that ignored "stream", or garbage
             answer = await self._whole_answer(response)
             self._finish()
             return answer
@@ -464,7 +322,7 @@ class ChatHandler:
         except httpx2.TransportError as exc:
             # The 200 is already sent: end with an error event (the SDKs raise on it); the
             # unfinished event the upstream was sending, if any, is dropped.
-            self._interrupted(exc)
+            interrupted(self.state, exc)
             yield sse.data_event(
                 error_payload(
                     f"The upstream {self.state.upstream_host} broke off the stream: "
@@ -500,12 +358,12 @@ class ChatHandler:
         if failed is not None:
             yield sse.data_event(json.loads(bytes(failed.body)))
             return
-        yield _truth(self.result)
+        yield truth_comment(self.result)
         response, content = await self.send_with_retry()
         if (
             isinstance(response, httpx2.Response)
             and content is None
-            and not _is_event_stream(response)
+            and not is_event_stream(response)
         ):
             response = await self._whole_answer(response)
         self._finish()
@@ -514,44 +372,10 @@ class ChatHandler:
             yield sse.data_event(json.loads(bytes(response.body)))
             return
         if content is not None:
-            yield sse.data_event(_error_of(response.status_code, content))
+            yield sse.data_event(error_event(response.status_code, content))
             return
         async for piece in self.relay(response):
             yield piece
-
-
-def _is_context_length(status: int, content: bytes) -> bool:
-    try:
-        body = json.loads(content)
-    except ValueError:
-        return False
-    return says_context_length_exceeded(status, body)
-
-
-def _json_object(content: bytes) -> dict[str, Any] | None:
-    """``content`` parsed, if it is a JSON object."""
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _is_event_stream(response: httpx2.Response) -> bool:
-    return response.headers.get("content-type", "").startswith("text/event-stream")
-
-
-def _error_of(status: int, content: bytes) -> dict[str, Any]:
-    """An upstream error as an SSE ``data`` payload (the openai SDK raises on ``error``)."""
-    try:
-        data = json.loads(content)
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        return data
-    return error_payload(
-        f"The upstream answered HTTP {status}.", type="upstream_error", code=str(status)
-    )
 
 
 async def chat_completions(request: Request) -> Response:

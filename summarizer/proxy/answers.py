@@ -1,0 +1,118 @@
+"""What the upstream answered a chat request, judged: an error that says the prompt is too long,
+an answer cut short or not a chat completion (a 502, counted and logged once, never a 500), a
+usage figure fit for calibration."""
+
+from __future__ import annotations
+
+import json
+import logging
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import httpx2
+from starlette.responses import Response
+
+from ..upstream import says_context_length_exceeded
+from .errors import error_payload, error_response
+from .state import ProxyState
+
+logger = logging.getLogger("summarizer.proxy")
+
+_warned_usage: weakref.WeakKeyDictionary[ProxyState, set[str]] = weakref.WeakKeyDictionary()
+
+
+def usable_usage(state: ProxyState, usage: Mapping[str, Any]) -> bool:
+    """Whether ``usage.prompt_tokens`` is a positive integer; if not, say so once per kind of
+    value (a misbehaving upstream would otherwise log on every request)."""
+    tokens = usage.get("prompt_tokens")
+    if type(tokens) is int and tokens > 0:
+        return True
+    cause = type(tokens).__name__ if type(tokens) is not int else "not positive"
+    warned = _warned_usage.setdefault(state, set())
+    if cause not in warned:
+        warned.add(cause)
+        logger.warning(
+            "the upstream reported usage.prompt_tokens of type %s (%s); ignored for "
+            "calibration (said once per kind)",
+            type(tokens).__name__,
+            cause,
+        )
+    return False
+
+
+def broken_off(state: ProxyState, exc: httpx2.TransportError) -> Response:
+    """The 504 (timeout) or 502 for an answer the upstream began and did not finish."""
+    if isinstance(exc, httpx2.TimeoutException):
+        return state.upstream_failure(exc)
+    interrupted(state, exc)
+    return error_response(
+        502,
+        f"The upstream {state.upstream_host} broke off its answer: {type(exc).__name__}.",
+        type="upstream_error",
+        code="upstream_interrupted",
+    )
+
+
+def interrupted(state: ProxyState, exc: httpx2.TransportError) -> None:
+    """Count and log (one line, no traceback) an answer the upstream cut short."""
+    label = "timeout" if isinstance(exc, httpx2.TimeoutException) else "stream_interrupted"
+    state.metrics.upstream_errors.labels(label).inc()
+    logger.warning(
+        "the upstream %s interrupted its answer to a chat request: %s",
+        state.upstream_host,
+        type(exc).__name__,
+    )
+
+
+def invalid_answer(state: ProxyState, status: int) -> Response:
+    """The 502 for a success answer that is not a chat completion."""
+    state.metrics.upstream_errors.labels("invalid_response").inc()
+    logger.warning(
+        "the upstream %s answered HTTP %d with a body that is not a chat completion",
+        state.upstream_host,
+        status,
+    )
+    return error_response(
+        502,
+        f"The upstream {state.upstream_host} answered HTTP {status} with a body that "
+        "is not a chat completion.",
+        type="upstream_error",
+        code="upstream_invalid_response",
+    )
+
+
+def is_context_length(status: int, content: bytes) -> bool:
+    """Whether an upstream error answer says the prompt is over the window."""
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return False
+    return says_context_length_exceeded(status, body)
+
+
+def json_object(content: bytes) -> dict[str, Any] | None:
+    """``content`` parsed, if it is a JSON object."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_event_stream(response: httpx2.Response) -> bool:
+    """Whether the upstream answers with server-sent events."""
+    return response.headers.get("content-type", "").startswith("text/event-stream")
+
+
+def error_event(status: int, content: bytes) -> dict[str, Any]:
+    """An upstream error as an SSE ``data`` payload (the openai SDK raises on ``error``)."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        return data
+    return error_payload(
+        f"The upstream answered HTTP {status}.", type="upstream_error", code=str(status)
+    )

@@ -1,0 +1,110 @@
+"""A chat completion request as the proxy sees it: parsed, checked, and who sent it; and the
+``x-summarizer-*`` headers and SSE comment that tell the client what was done with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.responses import Response
+
+from ..results import PrepareResult
+from . import sse
+from .body import NestingTooDeep, parse_body
+from .errors import error_response
+from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
+
+
+@dataclass
+class ChatRequest:
+    """A parsed, checked chat completion request and who sent it."""
+
+    raw: bytes
+    body: dict[str, Any]
+    model: str
+    stream: bool
+    namespace: str
+    session: str | None
+    headers: Any
+
+    def args(self) -> dict[str, Any]:
+        """Keyword arguments for ``ContextManager.unchanged`` / ``aprepare``."""
+        tools = self.body.get("tools")
+        return {
+            "model": self.model,
+            "tools": tools if isinstance(tools, list) else None,
+            "session": self.session,
+            "request": self.body,
+            "namespace": self.namespace,
+        }
+
+
+def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
+    """The request, or the 400 response saying what is wrong with it."""
+    try:
+        body = parse_body(raw)
+    except NestingTooDeep as exc:
+        return error_response(400, str(exc), code="nested_too_deeply")
+    except ValueError:
+        return error_response(
+            400,
+            "We could not parse the JSON body of your request. The body must be valid JSON.",
+            code="invalid_json",
+        )
+    if not isinstance(body, dict):
+        return error_response(400, "The request body must be a JSON object.", code="invalid_type")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        return error_response(
+            400, "'model' is required and must be a string.", param="model", code="invalid_type"
+        )
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return error_response(
+            400,
+            "'messages' is required and must be an array.",
+            param="messages",
+            code="invalid_type",
+        )
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        return error_response(400, "'tools' must be an array.", param="tools", code="invalid_type")
+    if (bad_session := invalid_session_header(headers)) is not None:
+        return bad_session
+    return ChatRequest(
+        raw=raw,
+        body=body,
+        model=model,
+        stream=body.get("stream") is True,
+        namespace=credential_namespace(credential(headers)),
+        session=headers.get(SESSION_HEADER) or None,
+        headers=headers,
+    )
+
+
+def truth_comment(result: PrepareResult | None) -> bytes:
+    """The SSE comment that says, after the keepalives of an early-opened stream, what its
+    headers could not: whether the request was compacted, its checkpoint and its estimate."""
+    if result is None:
+        return sse.comment("summarizer: compacted=false checkpoint= prompt_tokens=")
+    return sse.comment(
+        f"summarizer: compacted={'true' if result.compacted else 'false'} "
+        f"checkpoint={result.checkpoint_id or ''} "
+        f"prompt_tokens={result.report.estimated_tokens}"
+    )
+
+
+def summarizer_headers(result: PrepareResult | None) -> dict[str, str]:
+    """The ``x-summarizer-*`` response headers for ``result`` (None: not managed)."""
+    if result is None:
+        return {
+            "x-summarizer-compacted": "false",
+            "x-summarizer-prompt-tokens": "",
+            "x-summarizer-checkpoint": "",
+        }
+    return {
+        "x-summarizer-compacted": "true" if result.compacted else "false",
+        "x-summarizer-prompt-tokens": str(result.report.estimated_tokens),
+        "x-summarizer-checkpoint": result.checkpoint_id or "",
+        "x-summarizer-session": result.session,
+    }
