@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from summarizer.proxy import ProxyServer
+from summarizer.settings import Settings
 from summarizer.testing import TestUpstream
+
+ProxyFactory = Callable[..., ProxyServer]
+"""``start_proxy(**settings)``: a started proxy in front of the test's ``upstream``."""
 
 
 def tool_turn(call_id: str, name: str, args: str, output: str) -> list[dict[str, Any]]:
@@ -57,3 +63,26 @@ def upstream() -> Iterator[TestUpstream]:
     """A test upstream with no window limit, stopped after the test."""
     with TestUpstream() as server:
         yield server
+
+
+@pytest.fixture
+def start_proxy(tmp_path: Path, upstream: TestUpstream) -> Iterator[ProxyFactory]:
+    """Starts proxies in front of ``upstream`` (a module may define its own), stopped after
+    the test: SQLite in ``tmp_path``, a 16k window unless overridden."""
+    started: list[ProxyServer] = []
+
+    def start(**overrides: Any) -> ProxyServer:
+        values: dict[str, Any] = {
+            "upstream": upstream.base_url,
+            "port": 0,
+            "db": tmp_path / "checkpoints.db",
+            "context_window": 16_000,
+        }
+        values.update(overrides)
+        proxy = ProxyServer(Settings(**values)).start()
+        started.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in started:
+        proxy.stop()

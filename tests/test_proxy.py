@@ -8,7 +8,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from summarizer.testing import (
 )
 from summarizer.testing.scenario import CodingSession
 
-from .conftest import message_from_stream
+from .conftest import ProxyFactory, message_from_stream
 
 MODEL = "gpt-4o-mini"
 KEY_A = "sk-test-alpha-0123456789abcdef"
@@ -42,30 +42,6 @@ KEY_B = "sk-test-bravo-0123456789abcdef"
 def upstream() -> Iterator[TestUpstream]:
     with TestUpstream(context_window=16_000, responder=RoutingResponder(echo_responder)) as server:
         yield server
-
-
-ProxyFactory = Callable[..., ProxyServer]
-
-
-@pytest.fixture
-def start_proxy(tmp_path: Path, upstream: TestUpstream) -> Iterator[ProxyFactory]:
-    started: list[ProxyServer] = []
-
-    def start(**overrides: Any) -> ProxyServer:
-        values: dict[str, Any] = {
-            "upstream": upstream.base_url,
-            "port": 0,
-            "db": tmp_path / "checkpoints.db",
-            "context_window": 16_000,
-        }
-        values.update(overrides)
-        proxy = ProxyServer(Settings(**values)).start()
-        started.append(proxy)
-        return proxy
-
-    yield start
-    for proxy in started:
-        proxy.stop()
 
 
 def client(proxy: ProxyServer, key: str = KEY_A) -> openai.OpenAI:

@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,41 +32,20 @@ from summarizer.proxy import ProxyServer
 from summarizer.settings import Settings
 from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
 
+from .conftest import ProxyFactory
 from .test_proxy import TOOLS, long_history
 
 SERVER_KEY = "sk-server-side-key-0123456789"
 CLIENT_KEY = "sk-client-key-alpha-0123456789"
 
-MODEL = "gpt-4o-mini"
 
-ProxyFactory = Callable[..., ProxyServer]
+MODEL = "gpt-4o-mini"
 
 
 @pytest.fixture
 def upstream() -> Iterator[TestUpstream]:
     with TestUpstream(context_window=16_000, responder=RoutingResponder(echo_responder)) as server:
         yield server
-
-
-@pytest.fixture
-def start_proxy(tmp_path: Path, upstream: TestUpstream) -> Iterator[ProxyFactory]:
-    started: list[ProxyServer] = []
-
-    def start(**overrides: Any) -> ProxyServer:
-        values: dict[str, Any] = {
-            "upstream": upstream.base_url,
-            "port": 0,
-            "db": tmp_path / "checkpoints.db",
-            "context_window": 16_000,
-        }
-        values.update(overrides)
-        proxy = ProxyServer(Settings(**values)).start()
-        started.append(proxy)
-        return proxy
-
-    yield start
-    for proxy in started:
-        proxy.stop()
 
 
 def raw_request(

@@ -8,7 +8,7 @@ import base64
 import struct
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from summarizer.settings import Settings
 from summarizer.stores import SQLiteStore
 from summarizer.testing import Fault, RoutingResponder, TestUpstream, echo_responder
 
-from .conftest import tool_turn
+from .conftest import ProxyFactory, tool_turn
 from .test_proxy import KEY_A, KEY_B, MODEL, TOOLS, chat_requests, long_history
 
 SUMMARY_OPENING = "[Context summary]"
@@ -31,30 +31,6 @@ SUMMARY_OPENING = "[Context summary]"
 def upstream() -> Iterator[TestUpstream]:
     with TestUpstream(responder=RoutingResponder(echo_responder)) as server:
         yield server
-
-
-ProxyFactory = Callable[..., ProxyServer]
-
-
-@pytest.fixture
-def start_proxy(tmp_path: Path, upstream: TestUpstream) -> Iterator[ProxyFactory]:
-    started: list[ProxyServer] = []
-
-    def start(**overrides: Any) -> ProxyServer:
-        values: dict[str, Any] = {
-            "upstream": upstream.base_url,
-            "port": 0,
-            "db": tmp_path / "checkpoints.db",
-            "context_window": 16_000,
-        }
-        values.update(overrides)
-        proxy = ProxyServer(Settings(**values)).start()
-        started.append(proxy)
-        return proxy
-
-    yield start
-    for proxy in started:
-        proxy.stop()
 
 
 def send(proxy: ProxyServer, messages: list[dict[str, Any]], key: str = KEY_A, **kw: Any) -> Any:
