@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from summarizer.proxy import ProxyServer
@@ -86,3 +89,18 @@ def start_proxy(tmp_path: Path, upstream: TestUpstream) -> Iterator[ProxyFactory
     yield start
     for proxy in started:
         proxy.stop()
+
+
+def wait_until_serving(process: subprocess.Popen[str], url: str, timeout: float = 30) -> None:
+    """Wait until a ``summarizer serve`` process answers ``GET url/healthz``; fail with its
+    stderr if it exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx2.get(f"{url}/healthz").status_code == 200:
+                return
+        except httpx2.TransportError:
+            pass
+        assert process.poll() is None, process.communicate()[1]
+        assert time.monotonic() < deadline, "serve did not start"
+        time.sleep(0.1)

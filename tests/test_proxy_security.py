@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from summarizer.proxy import ProxyServer
 from summarizer.settings import Settings
 from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
 
-from .conftest import ProxyFactory
+from .conftest import ProxyFactory, wait_until_serving
 from .test_proxy import TOOLS, long_history
 
 SERVER_KEY = "sk-server-side-key-0123456789"
@@ -284,16 +283,7 @@ def test_serve_takes_client_keys_from_the_flag(upstream: TestUpstream, tmp_path:
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx2.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            assert process.poll() is None, process.communicate()[1]
-            assert time.monotonic() < deadline, "serve did not start"
-            time.sleep(0.1)
+        wait_until_serving(process, url)
         assert httpx2.get(f"{url}/v1/models").status_code == 401
         for key in (CLIENT_KEY, "sk-second-key"):
             answer = httpx2.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {key}"})

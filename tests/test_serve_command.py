@@ -8,13 +8,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx2
 import openai
 
 from summarizer.testing import TestUpstream
+
+from .conftest import wait_until_serving
 
 KEY = "sk-serve-test-0123456789abcdef"
 
@@ -55,16 +56,7 @@ def test_serve_runs_with_flags_and_environment_and_logs_json_without_keys(tmp_pa
             text=True,
         )
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx2.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                        break
-                except httpx2.TransportError:
-                    pass
-                assert process.poll() is None, process.communicate()[1]
-                assert time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.1)
+            wait_until_serving(process, f"http://127.0.0.1:{port}")
             client = openai.OpenAI(
                 base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0
             )
