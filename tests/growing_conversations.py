@@ -1,11 +1,11 @@
 """Building blocks of the random growing conversations the state machines drive.
 
 Every message text opens with a tag unique to the message (``[t<example>-<n>]``), so a test can
-tell which conversation a message, or a summary mentioning it, came from. Texts are made of
-words (realistic token counts) picked by a generator seeded with the message's number: the state
-machines draw only sizes, which keeps their programs short and their shrinking fast. Replaying a
-program gives the same texts and token counts (tags have fixed-width numbers and only they differ
-between examples), so a failure found once fails again when Hypothesis shrinks it.
+tell which conversation a message, or a summary mentioning it, came from. The rest is words
+(realistic token counts) chosen by the message's size alone: the state machines draw only sizes,
+and a message's token count depends on nothing else (tags have fixed-width numbers). So a
+program replays exactly, and deleting one step while shrinking leaves every other message's size
+as it was, which lets Hypothesis shrink failures to short programs.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ IMAGE_URL = "data:image/png;base64," + base64.b64encode(_png()).decode("ascii")
 
 
 class Tags:
-    """Tags and texts for one example: ``[t<nonce>-<n>]``, then words chosen by ``n``."""
+    """Tags and texts for one example: ``[t<nonce>-<n>]``, then words chosen by their count."""
 
     def __init__(self, nonce: int) -> None:
         self.nonce = nonce
@@ -107,7 +107,7 @@ class Tags:
     def text(self, words: int, *, lines: bool = False) -> str:
         """A new tag followed by ``words`` words (in lines of about 12 when ``lines``)."""
         n = next(self._numbers)
-        return f"[t{self.nonce:06d}-{n:04d}] {self.words(words, seed=n, lines=lines)}".rstrip()
+        return f"[t{self.nonce:06d}-{n:04d}] {self.words(words, seed=words, lines=lines)}".rstrip()
 
     def words(self, count: int, *, seed: int, lines: bool = False) -> str:
         """``count`` words without a tag, the same for the same ``seed``."""

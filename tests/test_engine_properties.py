@@ -6,13 +6,17 @@ a valid conversation, of this conversation only and in raw order, keeping every 
 the latest user message and the final unit, fitting the window, and equal to what a fresh
 process over the same store would send. Summary calls go to a scripted summarizer (the engine's
 own seam for the model), told by the machine to answer, fail, answer empty or answer too long.
+
+Below the machine, the shortest programs it found on main (issue 11) are replayed as plain tests.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -45,6 +49,8 @@ from .growing_conversations import (
 )
 from .invariants import FITS, check_fits, check_request, check_same_as_fresh, fail
 
+# About 30 s when every rule holds (2 cores). A failure is shrunk for up to Hypothesis's 5-minute
+# cap, then replayed from its example database in seconds on the next run.
 SETTINGS = settings(
     max_examples=150,
     stateful_step_count=150,
@@ -191,6 +197,7 @@ class EngineConversations(GrowingConversations):
         )
 
 
+@pytest.mark.timeout(900)  # on a failure, Hypothesis shrinks each distinct bug for up to 5 min
 def test_engine_keeps_the_contract_on_random_conversations(tmp_path: Path) -> None:
     """Every request of every random conversation keeps every rule of ``invariants``."""
     paths = (tmp_path / f"example-{n}.db" for n in itertools.count())
@@ -200,3 +207,101 @@ def test_engine_keeps_the_contract_on_random_conversations(tmp_path: Path) -> No
             super().__init__(next(paths))
 
     run_state_machine_as_test(Conversations, settings=SETTINGS)
+
+
+# -- regressions: programs the machine found on main (issue 11), shrunk and replayed as is --------
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[EngineConversations]:
+    machine = EngineConversations(tmp_path / "store.db")
+    yield machine
+    machine.teardown()
+
+
+def test_a_fork_gets_no_summary_of_its_siblings_turns(state: EngineConversations) -> None:
+    """Item 1: the fork (the conversation without its last answer, then a new question) reused
+    the parent's checkpoint, whose summary had seen that answer. Broke *belongs*."""
+    c0 = state.open_manager(window=8000)
+    state.assistant_answers(conversation=c0, words=45)
+    for _ in range(6):
+        state.assistant_answers(conversation=c0, words=90)
+    state.send(conversation=c0, summary="ok")
+    c1 = state.fork(parent=c0, cut=1, words=0)
+    state.send(conversation=c1, summary="ok")
+
+
+def test_an_edit_gets_no_summary_of_the_message_it_replaced(state: EngineConversations) -> None:
+    """Item 1: after the latest user message was rewritten, the checkpoint made while it was
+    there still applied, with a summary of it. Broke *belongs*."""
+    c0 = state.open_manager(window=7150)
+    state.assistant_answers(conversation=c0, words=84)
+    state.assistant_answers(conversation=c0, words=89)
+    state.assistant_answers(conversation=c0, words=95)
+    state.assistant_calls_tools(conversation=c0, outputs=[0, 26, 49], with_text=False)
+    c2 = state.start_conversation()
+    state.assistant_answers(conversation=c0, words=27)
+    state.user_says(conversation=c0, words=85)
+    state.send(conversation=c2, summary="overlong")
+    state.send(conversation=c0, summary="overlong")
+    state.edit_and_resend(conversation=c0, summary="ok", words=0)
+
+
+def test_a_mid_conversation_instruction_is_kept(state: EngineConversations) -> None:
+    """Item 2: a developer message after the task was summarized away. Broke *instructions
+    kept*."""
+    c0 = state.open_manager(window=7150)
+    state.assistant_answers(conversation=c0, words=42)
+    state.assistant_answers(conversation=c0, words=89)
+    c1 = state.start_conversation()
+    state.assistant_answers(conversation=c0, words=95)
+    state.edit_and_resend(conversation=c1, summary="ok", words=0)
+    state.instruction_arrives(conversation=c0, role="developer", words=0)
+    state.assistant_calls_tools(conversation=c0, outputs=[70], with_text=True)
+    state.send(conversation=c0, summary="ok")
+
+
+def test_the_latest_user_message_does_not_jump_ahead_of_a_summary(
+    state: EngineConversations,
+) -> None:
+    """Item 2: sent as [system, task, latest user message, summary, ...], the turns before the
+    latest user message summarized after it. Broke *gaps stood in for by summaries*."""
+    c0 = state.open_manager(window=6730)
+    state.assistant_answers(conversation=c0, words=84)
+    state.assistant_answers(conversation=c0, words=65)
+    state.assistant_answers(conversation=c0, words=94)
+    state.user_says(conversation=c0, words=0)
+    state.assistant_calls_tools(conversation=c0, outputs=[59], with_text=False)
+    c2 = state.start_conversation()
+    state.edit_and_resend(conversation=c2, summary="ok", words=1)
+    state.edit_and_resend(conversation=c2, summary="ok", words=0)
+    state.send(conversation=c0, summary="ok")
+
+
+def test_the_final_tool_result_is_not_cut_when_it_fits(state: EngineConversations) -> None:
+    """Item 4: the summary allowance pushed the plan over the trigger, so the final unit's
+    tool output was truncated though it fits the window. Broke *final unit kept*."""
+    c0 = state.open_manager(window=6730)
+    state.assistant_answers(conversation=c0, words=84)
+    state.assistant_answers(conversation=c0, words=65)
+    state.assistant_answers(conversation=c0, words=94)
+    state.assistant_answers(conversation=c0, words=0)
+    state.assistant_calls_tools(conversation=c0, outputs=[59], with_text=False)
+    c2 = state.start_conversation()
+    state.edit_and_resend(conversation=c2, summary="ok", words=0)
+    state.send(conversation=c0, summary="ok")
+
+
+def test_a_request_whose_must_keep_parts_fit_is_not_refused(state: EngineConversations) -> None:
+    """Item 4: BudgetExceeded ("must be kept need 4045 tokens, over the budget of 2988") for a
+    conversation whose system prompt, task and final unit take about a third of the usable
+    window. Broke *fits the window*."""
+    c0 = state.open_manager(window=6730)
+    state.assistant_answers(conversation=c0, words=84)
+    state.assistant_answers(conversation=c0, words=65)
+    state.assistant_answers(conversation=c0, words=94)
+    state.user_says(conversation=c0, words=0)
+    state.assistant_calls_tools(conversation=c0, outputs=[59], with_text=False)
+    c2 = state.start_conversation()
+    state.edit_and_resend(conversation=c2, summary="error", words=0)
+    state.send(conversation=c0, summary="ok")
