@@ -7,9 +7,9 @@ square brackets) and the offending indices; ``check_request`` runs the structura
 Every message of ``sent`` is one of:
 
 - *verbatim*: equal to the raw message it maps to;
-- *replaced*: a raw ``tool`` message whose content summarizer elided or truncated (same role,
+- *replaced*: a raw ``tool`` message whose content summarizer cut to its head and tail (same role,
   ``tool_call_id`` and other fields; the content carries the marker of
-  ``prompts/v1/elided_output.md`` or ``truncated_output.md``, with only a head and a tail of the
+  ``prompts/v1/truncated_output.md``, with only a head and a tail of the
   original around it);
 - *summary*: a ``user`` message summarizer inserted (``[Context summary]``, or the mechanical
   fallback of ``prompts/v1/fallback_summary.md``).
@@ -59,8 +59,8 @@ def _marker(name: str) -> re.Pattern[str]:
     return re.compile(re.sub(r"\\\{\w+\\\}", r"\\d+", escaped))
 
 
-REPLACEMENT_MARKERS = (_marker("elided_output"), _marker("truncated_output"))
-"""What summarizer writes into a tool output it elides or truncates."""
+REPLACEMENT_MARKERS = (_marker("truncated_output"),)
+"""What summarizer writes into a tool output it cuts to fit."""
 
 
 def fail(rule: str, detail: str) -> AssertionError:
@@ -92,7 +92,7 @@ def is_summary(message: Message) -> bool:
 
 
 def is_replacement_of(message: Message, original: Message) -> bool:
-    """Whether ``message`` is ``original`` (a tool output) elided or truncated by summarizer."""
+    """Whether ``message`` is ``original`` (a tool output) cut to fit by summarizer."""
     if original.get("role") != "tool" or message.get("role") != "tool":
         return False
     if {k: v for k, v in message.items() if k != "content"} != {
@@ -193,8 +193,8 @@ def place_messages(raw: Sequence[Message], sent: Sequence[Message]) -> list[Plac
             continue
         raise fail(
             BELONGS,
-            f"sent[{k}] ({describe(message)}) is no message of this conversation, no elided or "
-            "truncated tool output of it, and no summary",
+            f"sent[{k}] ({describe(message)}) is no message of this conversation, no tool "
+            "output of it cut to fit, and no summary",
         )
     placed: list[Placed] = []
     last, last_position = -1, -1
@@ -280,7 +280,7 @@ def check_final_unit_kept(
 ) -> None:
     """The final unit of ``raw`` (its last message, with its tool call and results) is sent
     verbatim; only when that unit alone is larger than the window may its tool outputs be
-    elided or truncated."""
+    cut to fit."""
     units = group_units(raw)
     if not units:
         return

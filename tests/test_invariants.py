@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.planner import elide_message, truncate_message
+from summarizer.planner import truncate_message
 from summarizer.prompts import render_prompt
 
 from .invariants import (
@@ -92,10 +92,6 @@ def raw(*indices: int) -> list[Message]:
     return [RAW[i] for i in indices]
 
 
-def elided(index: int) -> Message:
-    return elide_message(RAW[index], original_tokens=250)
-
-
 def truncated(index: int) -> Message:
     return truncate_message(RAW[index], keep_tokens=40, original_tokens=250)
 
@@ -104,7 +100,7 @@ def truncated(index: int) -> Message:
 
 
 def test_a_correct_rewrite_passes() -> None:
-    sent = [*raw(0, 1), summary(), *raw(6, 7), elided(8), *raw(9, 10, 11, 12)]
+    sent = [*raw(0, 1), summary(), *raw(6, 7), truncated(8), *raw(9, 10, 11, 12)]
     placed = check_request(RAW, sent, tag_pattern=TAGS)
     assert [p.raw_index for p in placed] == [0, 1, None, 6, 7, 8, 9, 10, 11, 12]
     assert [p.kind for p in placed][5] == "replaced"
@@ -219,8 +215,8 @@ def test_a_dropped_latest_user_message_is_caught() -> None:
         check_latest_user_kept(RAW, placed)
 
 
-def test_an_elided_output_in_the_final_unit_is_caught_unless_the_unit_is_over_the_window() -> None:
-    sent = [*raw(0, 1), summary(), *raw(6, 7, 8, 9, 10, 11), elided(12)]
+def test_a_cut_output_in_the_final_unit_is_caught_unless_the_unit_is_over_the_window() -> None:
+    sent = [*raw(0, 1), summary(), *raw(6, 7, 8, 9, 10, 11), truncated(12)]
     with pytest.raises(AssertionError, match=rf"\[{FINAL_UNIT}\] raw\[12\] .* was replaced"):
         check_request(RAW, sent)
     check_final_unit_kept(RAW, place_messages(RAW, sent), unit_over_window=True)
