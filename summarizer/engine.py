@@ -55,6 +55,8 @@ MIN_SUMMARY_CAP = 256
 """The smallest completion cap a summary is asked for when the window is tight."""
 MIN_LEDGER_TOKENS = 64
 """The smallest fact ledger kept beside a summary when the window is tight."""
+LAST_RESORT_SUMMARY_CAP = 96
+"""The cap of a summary (with no ledger) when only that keeps a request inside the window."""
 OVERFLOW_MARGIN = 0.85
 """After the provider refused a request as too long, the retry must fit in this share of it."""
 
@@ -298,12 +300,14 @@ class ContextEngine:
             )
         cap, ledger_cap = config.max_summary_tokens, config.ledger_max_tokens
         smallest = min(cap, MIN_SUMMARY_CAP) + min(ledger_cap, MIN_LEDGER_TOKENS) + FRAME_TOKENS
+        last_resort = min(cap, LAST_RESORT_SUMMARY_CAP) + FRAME_TOKENS
         try:
             plan = plan_compaction(
                 located.view,
                 fixed_tokens=located.fixed_tokens,
                 summary_tokens=cap + ledger_cap + FRAME_TOKENS,
                 min_summary_tokens=smallest,
+                last_resort_summary_tokens=last_resort,
                 limit_tokens=int(limit / ratio),
                 trigger_tokens=int(trigger_tokens / ratio),
                 target_tokens=int(target / ratio),

@@ -16,9 +16,10 @@ own summary.
 
 The target is a goal and the usable window is the limit. To reach the target the planner first
 shrinks the allowance of each summary (down to a floor), then the verbatim tail (down to the final
-unit); over the trigger it then degrades (cuts kept tool outputs to their head and tail, largest
-first); and it refuses (``BudgetExceeded``, naming each part) only when even that does not fit the
-window.
+unit). Over the trigger it then degrades: it cuts kept tool outputs to their head and tail,
+largest first, and the final unit's only when nothing else fits the window. When that still does
+not fit, it plans once more with the summaries below their floor (a last resort), and it refuses
+(``BudgetExceeded``, naming each part) only when even that does not fit.
 """
 
 from __future__ import annotations
@@ -201,6 +202,7 @@ def plan_compaction(
     fixed_tokens: int,
     summary_tokens: int,
     min_summary_tokens: int,
+    last_resort_summary_tokens: int | None = None,
     limit_tokens: int,
     trigger_tokens: int,
     target_tokens: int,
@@ -215,23 +217,65 @@ def plan_compaction(
 
     ``fixed_tokens`` is what the request costs besides its messages (tools, reply priming);
     ``summary_tokens`` the most one new summary message may take (its cap, framing and ledger),
-    which shrinks down to ``min_summary_tokens`` when the target needs it. The verbatim tail holds
-    the newest units up to ``keep_recent_tokens``; when that is None, as many as the target leaves.
+    which shrinks down to ``min_summary_tokens`` when the target needs it, and down to
+    ``last_resort_summary_tokens`` only when nothing else would fit the window. The verbatim
+    tail holds the newest units up to ``keep_recent_tokens``; when that is None, as many as the
+    target leaves.
     """
     layout = _Layout(view, pins)
     if not layout.units:
         return Plan(runs=[], tail_start=0, summary_tokens=summary_tokens)
-    allowance = summary_tokens
-    cut = _initial_cut(layout, fixed_tokens, allowance, target_tokens, keep_recent_tokens)
+    goals = (target_tokens, trigger_tokens, limit_tokens)
+    cut = _initial_cut(layout, fixed_tokens, summary_tokens, target_tokens, keep_recent_tokens)
+    plan = _plan(
+        layout, cut, fixed_tokens, summary_tokens, min_summary_tokens, goals, count, prompt_version
+    )
+    last_resort = last_resort_summary_tokens or min_summary_tokens
+    if plan.estimated_tokens > limit_tokens and last_resort < plan.summary_tokens:
+        plan = _plan(
+            layout,
+            cut,
+            fixed_tokens,
+            plan.summary_tokens,
+            last_resort,
+            goals,
+            count,
+            prompt_version,
+        )
+    if plan.estimated_tokens > limit_tokens:
+        raise BudgetExceeded(
+            required_tokens=plan.estimated_tokens,
+            budget_tokens=limit_tokens,
+            detail="even with the summaries at their smallest, only the final turn in the tail "
+            "and kept tool outputs cut to their head and tail",
+            parts=_parts(plan, layout, fixed_tokens, count),
+        )
+    return plan
+
+
+def _plan(
+    layout: _Layout,
+    cut: int,
+    fixed: int,
+    allowance: int,
+    floor: int,
+    goals: tuple[int, int, int],
+    count: CountFn,
+    version: str,
+) -> Plan:
+    """The levers in order: the summary allowance (down to ``floor``), then the tail, toward the
+    target; then, over the trigger, cutting kept tool outputs (the final turn's only to fit the
+    limit)."""
+    target, trigger, limit = goals
     while True:
-        runs, size = _select(layout, cut, allowance, fixed_tokens, target_tokens)
-        if size <= target_tokens:
+        runs, size = _select(layout, cut, allowance, fixed, target)
+        if size <= target:
             break
-        if allowance > min_summary_tokens and any(
-            run.has_raw and run.tokens > min_summary_tokens for run in layout.runs(cut)
+        if allowance > floor and any(
+            run.has_raw and run.tokens > floor for run in layout.runs(cut)
         ):
-            needed = -(-(size - target_tokens) // max(1, len(runs)))
-            allowance = max(min_summary_tokens, allowance - needed)
+            needed = -(-(size - target) // max(1, len(runs)))
+            allowance = max(floor, allowance - needed)
             continue
         if cut < layout.last:
             cut += 1
@@ -243,16 +287,8 @@ def plan_compaction(
         summary_tokens=allowance,
         estimated_tokens=size,
     )
-    if size > trigger_tokens:
-        _degrade(plan, layout, goal=trigger_tokens, count=count, version=prompt_version)
-    if plan.estimated_tokens > limit_tokens:
-        raise BudgetExceeded(
-            required_tokens=plan.estimated_tokens,
-            budget_tokens=limit_tokens,
-            detail="even with the summaries at their smallest, only the final turn in the tail "
-            "and kept tool outputs cut to their head and tail",
-            parts=_parts(plan, layout, fixed_tokens, count),
-        )
+    if size > trigger:
+        _degrade(plan, layout, goal=trigger, limit=limit, count=count, version=version)
     return plan
 
 
@@ -325,12 +361,32 @@ def truncate_message(
     return replaced
 
 
-def _degrade(plan: Plan, layout: _Layout, *, goal: int, count: CountFn, version: str) -> None:
+def _degrade(
+    plan: Plan, layout: _Layout, *, goal: int, limit: int, count: CountFn, version: str
+) -> None:
     """Bring ``plan`` toward ``goal`` by cutting kept tool outputs to their head and tail,
-    largest first, each at most once (the caller checks the limit)."""
+    largest first, each at most once; the final unit's outputs only when nothing else brings the
+    request inside ``limit`` (the caller checks it)."""
     view = layout.view
-    size = plan.estimated_tokens
+    final = set(layout.units[layout.last].indices)
     outputs = _tool_outputs(view, _kept_indices(plan, layout))
+    earlier = [i for i in outputs if i not in final]
+    _cut_outputs(plan, view, earlier, goal=goal, count=count, version=version)
+    if plan.estimated_tokens > limit:
+        latest = [i for i in outputs if i in final]
+        _cut_outputs(plan, view, latest, goal=limit, count=count, version=version)
+
+
+def _cut_outputs(
+    plan: Plan,
+    view: Sequence[ViewItem],
+    outputs: Sequence[int],
+    *,
+    goal: int,
+    count: CountFn,
+    version: str,
+) -> None:
+    size = plan.estimated_tokens
     for i in sorted(outputs, key=lambda i: view[i].tokens, reverse=True):
         if size <= goal:
             break

@@ -172,7 +172,7 @@ def test_cuts_the_largest_outputs_of_a_final_turn_that_does_not_fit() -> None:
     result = plan(messages, trigger_tokens=500, target_tokens=200, limit_tokens=600)
     assert result.degraded == ["truncate_tool_output"]
     assert set(result.overrides) == {3, 4}  # the two largest, never the small one
-    assert result.estimated_tokens <= 500
+    assert result.estimated_tokens <= 600
 
 
 def test_cuts_a_single_oversized_output_to_head_and_tail() -> None:
@@ -181,12 +181,21 @@ def test_cuts_a_single_oversized_output_to_head_and_tail() -> None:
         {"role": "user", "content": "task"},
         *tool_turn("big", "cat", "{}", text(2_000)),
     ]
+    # The final turn's output is cut only as far as the window needs (1,000), not the trigger.
     result = plan(messages, trigger_tokens=500, target_tokens=200)
     assert result.degraded == ["truncate_tool_output"]
     cut = result.overrides[3]["content"]
     assert cut.startswith("w0 w1") and cut.rstrip().endswith("w1999")
     assert "elided by summarizer" in cut
-    assert result.estimated_tokens <= 500
+    assert 500 < result.estimated_tokens <= 1_000
+    # An earlier kept output (here pinned) is cut toward the trigger, the final turn left alone.
+    pinned = [
+        *messages[:2],
+        *tool_turn("p", "cat", "{}", text(900, "p")),
+        *tool_turn("q", "ls", "{}", "x"),
+    ]
+    result = plan(pinned, trigger_tokens=500, target_tokens=200, pins=[PinRule(tool="cat")])
+    assert set(result.overrides) == {3} and result.estimated_tokens <= 500
 
 
 def test_the_target_is_a_goal_and_the_window_the_limit() -> None:
@@ -355,3 +364,27 @@ def test_summary_request_with_unknown_room_covers_exactly_the_run() -> None:
     view = view_of(messages)
     run = result.runs[0]
     assert summary_request_end(view, run, fixed_tokens=3, room_tokens=0) == run.stop
+
+
+def test_summaries_go_below_their_floor_only_when_nothing_else_fits_the_window() -> None:
+    """Three runs, split by a kept follow-up and a mid-conversation rule: at the floor their
+    summaries do not fit the window; below it (the last resort) they do."""
+    messages = long_session(turns=3, size=60)
+    messages.append({"role": "system", "content": "rule"})
+    messages += tool_turn("d", "read", "{}", text(60, "d"))
+    messages.append({"role": "user", "content": "follow-up"})
+    messages += tool_turn("e", "read", "{}", text(60, "e"))
+    messages += tool_turn("f", "read", "{}", text(20, "f"))
+    args: dict[str, Any] = dict(
+        summary_tokens=200,
+        min_summary_tokens=60,
+        trigger_tokens=150,
+        target_tokens=100,
+        limit_tokens=190,
+        keep_recent_tokens=None,
+    )
+    with pytest.raises(BudgetExceeded):
+        plan(messages, **args)
+    result = plan(messages, **args, last_resort_summary_tokens=20)
+    assert result.summary_tokens < 60 and result.estimated_tokens <= 190
+    assert plan(messages, **{**args, "limit_tokens": 400}).summary_tokens >= 60
