@@ -52,7 +52,7 @@ def test_compacted_requests_are_valid_and_within_budget(
         return
     sent = result.messages
     assert_valid_conversation(sent)
-    assert result.report.estimated_tokens <= result.report.trigger_tokens or not result.compacted
+    # The window is the limit (the trigger is not: a final turn too large for it stays whole).
     assert result.report.estimated_tokens <= window - 200
     if messages[0]["role"] == "system":
         assert sent[0] is messages[0]
