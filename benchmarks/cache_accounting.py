@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from summarizer.core.messages import Message, chain_step, message_digest
+from summarizer.core.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from summarizer.evaluation.pricing import PER_TOKENS, Cost, Price, RequestTokens, request_cost
-from summarizer.messages import Message, chain_step, message_digest
 from summarizer.testing.server import PrefixCache
-from summarizer.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 
 from .cache_replay import REPLAY_MODEL, Purpose, SentRequest
 

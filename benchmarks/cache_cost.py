@@ -48,8 +48,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from summarizer.core.model_limits import lookup_limits
 from summarizer.evaluation.pricing import Price, default_prices, price_for
-from summarizer.model_limits import lookup_limits
 
 from .cache_accounting import (
     SessionCost,

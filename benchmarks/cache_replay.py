@@ -42,23 +42,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from summarizer.config import Budget, CompactionConfig, resolve_budget
-from summarizer.dataset import load_dataset
-from summarizer.engine import ContextEngine, Located, drive_sync
+from summarizer.core.config import Budget, CompactionConfig, resolve_budget
+from summarizer.core.engine import ContextEngine, Located, drive_sync
+from summarizer.core.messages import Message
+from summarizer.core.planner import ViewItem
+from summarizer.core.results import CompactionEvent, SummarizeCall, SummaryOutcome
+from summarizer.core.tokens import (
+    REPLY_PRIMING_TOKENS,
+    TOKENS_PER_MESSAGE,
+    TokenCounter,
+    make_counter,
+)
+from summarizer.evaluation.dataset import load_dataset
 from summarizer.evaluation.engine_strategies import from_scratch_request
 from summarizer.evaluation.mechanical import (
     drop_oldest_units,
     largest_fitting,
     mask_tool_outputs,
 )
-from summarizer.messages import Message
-from summarizer.planner import ViewItem
-from summarizer.results import CompactionEvent, SummarizeCall, SummaryOutcome
+from summarizer.loaders.tokenizers import load_encoding
 from summarizer.stores import MemoryStore
 from summarizer.testing import ScriptedToolAgent
 from summarizer.testing.scenario import CodingSession
-from summarizer.tokenizers import load_encoding
-from summarizer.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TokenCounter, make_counter
 
 REPLAY_MODEL = "gpt-5"
 """The model the replays name (it selects the engine's registry entry; the window is set)."""

@@ -39,13 +39,13 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from summarizer.core.messages import Message
+from summarizer.core.results import SummarizeCall, SummaryOutcome
+from summarizer.core.tokens import TiktokenCounter, encoding_for_model
 from summarizer.evaluation.charts import PALETTE
-from summarizer.library import ContextManager
-from summarizer.messages import Message
-from summarizer.results import SummarizeCall, SummaryOutcome
+from summarizer.library.manager import ContextManager
 from summarizer.testing.responders import summary_responder
 from summarizer.testing.scenario import CodingSession
-from summarizer.tokens import TiktokenCounter, encoding_for_model
 
 from .results import Floor, Section, markdown_table, percentile, print_section
 

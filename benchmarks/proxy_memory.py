@@ -55,13 +55,13 @@ from typing import Any
 
 import httpx2
 
-from summarizer.caches import ChainCache
-from summarizer.engine import ContextEngine
-from summarizer.library import ContextManager
-from summarizer.results import SummarizeCall, SummaryOutcome
-from summarizer.settings import Settings
+from summarizer.core.caches import ChainCache
+from summarizer.core.engine import ContextEngine
+from summarizer.core.results import SummarizeCall, SummaryOutcome
+from summarizer.core.tokens import TiktokenCounter, make_counter
+from summarizer.library.manager import ContextManager
+from summarizer.proxy.settings import Settings
 from summarizer.testing import Reply, RoutingResponder, TestUpstream, summary_responder
-from summarizer.tokens import TiktokenCounter, make_counter
 
 from .processes import rss_bytes, serve_process
 from .results import Floor, Section, markdown_table, print_section
@@ -613,41 +613,41 @@ def cache_bounds(page_cache_kib: int, footprints: dict[str, Footprint]) -> list[
         [
             "prefix chains (`ChainCache`): each entry holds a whole request's messages, "
             "digests and prefix hashes",
-            "`summarizer/caches.py` `ChainCache(size=...)`, built by `ContextEngine.__init__`",
+            "`summarizer/core/caches.py` `ChainCache(size=...)`, built by `ContextEngine.__init__`",
             f"{chain_size} conversations",
             *_per_entry(footprints.get("chains"), chain_size),
         ],
         [
             "latest checkpoint per session (`ContextEngine._latest`)",
-            "`summarizer/engine.py` `ContextEngine(memo_size=...)`",
+            "`summarizer/core/engine.py` `ContextEngine(memo_size=...)`",
             f"{memo_size:,} checkpoints",
             *_per_entry(footprints.get("latest"), memo_size),
         ],
         [
             "token count per message digest (`TiktokenCounter._messages`)",
-            "`summarizer/tokens.py` `TiktokenCounter(cache_size=...)`; one counter per "
+            "`summarizer/core/tokens.py` `TiktokenCounter(cache_size=...)`; one counter per "
             "encoding, process-wide (`make_counter`)",
             f"{counter_size:,} messages",
             *_per_entry(footprints.get("tokens"), counter_size),
         ],
         [
             "token count per tool-definition list (`TiktokenCounter._tools`)",
-            "`summarizer/tokens.py` `_ChatCounter.__init__`",
+            "`summarizer/core/tokens.py` `_ChatCounter.__init__`",
             f"min(cache_size, 256) = {min(counter_size, 256)} lists",
             "",
             "",
         ],
         [
             "per-session compaction locks (`ContextManager._alocks`)",
-            "`summarizer/library.py`, a `WeakValueDictionary`",
+            "`summarizer/library/manager.py`, a `WeakValueDictionary`",
             "sessions with a compaction running or waiting",
             "",
             "",
         ],
         [
-            "calibration ratio per model (`Calibration._ratios`)",
-            "`summarizer/tokens.py`",
-            "one float per model name seen in usage",
+            "calibration ratio per tenant and model (`Calibration._ratios`)",
+            "`summarizer/core/tokens.py` `Calibration(max_entries=...)`",
+            "4,096 (namespace, model) pairs, least recently used dropped",
             "",
             "",
         ],

@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from summarizer.dataset import load_dataset
+from summarizer.evaluation.dataset import load_dataset
 from summarizer.evaluation.metrics import aggregate
 from summarizer.evaluation.pricing import load_prices
 from summarizer.evaluation.report import kinds_table, markdown_table, strategy_table

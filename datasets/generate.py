@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from summarizer.dataset import write_dataset
+from summarizer.evaluation.dataset import write_dataset
 from summarizer.evaluation.synthetic import generate_cases
 
 

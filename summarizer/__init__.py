@@ -17,24 +17,24 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "BudgetExceeded": "errors",
-    "Checkpoint": "checkpoints",
-    "CompactionConfig": "config",
-    "CompactionEvent": "results",
-    "ConfigurationError": "errors",
-    "ContextManager": "library",
-    "InvalidConversation": "errors",
+    "BudgetExceeded": "core.errors",
+    "Checkpoint": "core.checkpoints",
+    "CompactionConfig": "core.config",
+    "CompactionEvent": "core.results",
+    "ConfigurationError": "core.errors",
+    "ContextManager": "library.manager",
+    "InvalidConversation": "core.errors",
     "MemoryStore": "stores",
-    "PinRule": "config",
-    "PrepareResult": "results",
+    "PinRule": "core.config",
+    "PrepareResult": "core.results",
     "SQLiteStore": "stores",
     "Store": "stores",
-    "SummarizerError": "errors",
-    "SummaryFailed": "errors",
-    "TokenReport": "results",
-    "TokenizerUnavailable": "errors",
-    "UnknownModelError": "errors",
-    "wrap": "wrapping",
+    "SummarizerError": "core.errors",
+    "SummaryFailed": "core.errors",
+    "TokenReport": "core.results",
+    "TokenizerUnavailable": "core.errors",
+    "UnknownModelError": "core.errors",
+    "wrap": "library.wrapping",
 }
 
 __all__ = [
@@ -59,9 +59,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .checkpoints import Checkpoint
-    from .config import CompactionConfig, PinRule
-    from .errors import (
+    from .core.checkpoints import Checkpoint
+    from .core.config import CompactionConfig, PinRule
+    from .core.errors import (
         BudgetExceeded,
         ConfigurationError,
         InvalidConversation,
@@ -70,10 +70,10 @@ if TYPE_CHECKING:
         TokenizerUnavailable,
         UnknownModelError,
     )
-    from .library import ContextManager
-    from .results import CompactionEvent, PrepareResult, TokenReport
+    from .core.results import CompactionEvent, PrepareResult, TokenReport
+    from .library.manager import ContextManager
+    from .library.wrapping import wrap
     from .stores import MemoryStore, SQLiteStore, Store
-    from .wrapping import wrap
 
 
 def __getattr__(name: str) -> Any:

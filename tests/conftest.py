@@ -12,7 +12,7 @@ import httpx2
 import pytest
 
 from summarizer.proxy import ProxyServer
-from summarizer.settings import Settings
+from summarizer.proxy.settings import Settings
 from summarizer.testing import TestUpstream
 
 ProxyFactory = Callable[..., ProxyServer]

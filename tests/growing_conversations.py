@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, precondition, rule
 
-from summarizer.messages import group_units
+from summarizer.core.messages import group_units
 from summarizer.testing import PromptTokenCounter
 
 Message = dict[str, Any]

@@ -26,15 +26,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from summarizer.errors import InvalidConversation
-from summarizer.messages import (
+from summarizer.core.errors import InvalidConversation
+from summarizer.core.messages import (
     INSTRUCTION_ROLES,
     content_text,
     group_units,
     tool_call_ids,
     validate_messages,
 )
-from summarizer.prompts import load_prompt
+from summarizer.loaders.prompts import load_prompt
 
 Message = Mapping[str, Any]
 

@@ -19,7 +19,7 @@ from benchmarks.prepare_scaling import (
     run,
 )
 from benchmarks.results import percentile
-from summarizer.messages import validate_messages
+from summarizer.core.messages import validate_messages
 from summarizer.testing.scenario import CodingSession
 
 

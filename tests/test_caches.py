@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from summarizer import ContextManager
-from summarizer.caches import ChainCache
-from summarizer.errors import InvalidConversation
-from summarizer.messages import canonical_json, prefix_chain
+from summarizer.core.caches import ChainCache
+from summarizer.core.errors import InvalidConversation
+from summarizer.core.messages import canonical_json, prefix_chain
 
 
 def conversation(n: int) -> list[dict[str, Any]]:

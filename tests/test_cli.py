@@ -10,7 +10,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from summarizer.cli import app
+from summarizer.cli.main import app
 
 runner = CliRunner()
 

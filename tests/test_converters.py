@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.convert_command import convert_app
-from summarizer.converters import (
+from summarizer.cli.convert import convert_app
+from summarizer.core.messages import group_units
+from summarizer.evaluation.converters import (
     ConversionError,
     action_identifiers,
     convert_chat,
@@ -21,8 +22,7 @@ from summarizer.converters import (
     read_chat,
     read_swe_agent,
 )
-from summarizer.dataset import Case, dump_case, load_dataset, parse_lines
-from summarizer.messages import group_units
+from summarizer.evaluation.dataset import Case, dump_case, load_dataset, parse_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "converters"
 OPENAI_KEYS = {

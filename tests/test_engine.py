@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from summarizer import BudgetExceeded, ContextManager
-from summarizer.messages import group_units, tool_call_ids, validate_messages
-from summarizer.results import SummarizeCall, SummaryOutcome
+from summarizer.core.messages import group_units, tool_call_ids, validate_messages
+from summarizer.core.results import SummarizeCall, SummaryOutcome
 
 from .test_planner import conversations
 

@@ -26,8 +26,8 @@ from hypothesis.stateful import (
 )
 
 from summarizer import BudgetExceeded, ContextManager
-from summarizer.messages import content_text
-from summarizer.results import PrepareResult, SummarizeCall, SummaryOutcome
+from summarizer.core.messages import content_text
+from summarizer.core.results import PrepareResult, SummarizeCall, SummaryOutcome
 
 from .growing_conversations import (
     FRACTION,

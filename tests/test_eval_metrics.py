@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from summarizer.dataset import GoldFact
+from summarizer.evaluation.dataset import GoldFact
 from summarizer.evaluation.metrics import (
     aggregate,
     compacted_span,

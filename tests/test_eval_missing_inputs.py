@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from summarizer.dataset import write_dataset
+from summarizer.evaluation.dataset import write_dataset
 from summarizer.evaluation.strategies import resolve_strategies
 
 from .test_eval_runner import invoke, rows_of

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from summarizer.errors import ConfigurationError
+from summarizer.core.errors import ConfigurationError
 from summarizer.evaluation.pricing import (
     Cost,
     Price,

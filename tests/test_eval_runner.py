@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from summarizer.dataset import Case, load_dataset, write_dataset
 from summarizer.evaluation.command import eval_command
+from summarizer.evaluation.dataset import Case, load_dataset, write_dataset
 from summarizer.evaluation.records import ResultRow
 from summarizer.evaluation.runner import (
     RESULTS_FILE,
@@ -22,7 +22,7 @@ from summarizer.evaluation.runner import (
     read_rows,
     run_eval,
 )
-from summarizer.prompts import load_prompt
+from summarizer.loaders.prompts import load_prompt
 from summarizer.testing import Fault, TestUpstream
 from summarizer.testing.eval_responders import EvalResponder
 
@@ -36,7 +36,7 @@ runner = CliRunner()
 
 
 def cli() -> typer.Typer:
-    """A Typer app with the command as ``eval`` (as ``summarizer.cli`` registers it)."""
+    """A Typer app with the command as ``eval`` (as ``summarizer.cli.main`` registers it)."""
     app = typer.Typer()
 
     @app.callback()

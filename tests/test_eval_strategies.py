@@ -12,9 +12,12 @@ from typing import Any
 
 import pytest
 
-from summarizer.dataset import Case
-from summarizer.errors import ConfigurationError
+from summarizer.core.errors import ConfigurationError
+from summarizer.core.facts import LEDGER_HEADER
+from summarizer.core.results import SummarizeCall, SummaryOutcome
+from summarizer.core.tokens import make_counter
 from summarizer.evaluation.compaction import CompactionInput, request_tokens
+from summarizer.evaluation.dataset import Case
 from summarizer.evaluation.engine_strategies import render_transcript
 from summarizer.evaluation.mechanical import mask_tool_outputs
 from summarizer.evaluation.strategies import (
@@ -23,10 +26,7 @@ from summarizer.evaluation.strategies import (
     STRATEGIES,
     resolve_strategies,
 )
-from summarizer.facts import LEDGER_HEADER
-from summarizer.prompts import load_prompt
-from summarizer.results import SummarizeCall, SummaryOutcome
-from summarizer.tokens import make_counter
+from summarizer.loaders.prompts import load_prompt
 
 from .test_engine import assert_valid_conversation
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from summarizer.facts import (
+from summarizer.core.facts import (
     EVICTION_ORDER,
     KIND_ORDER,
     LEDGER_HEADER,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from summarizer.planner import truncate_message
-from summarizer.prompts import render_prompt
+from summarizer.core.planner import truncate_message
+from summarizer.loaders.prompts import render_prompt
 
 from .invariants import (
     BELONGS,

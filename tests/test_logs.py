@@ -1,4 +1,4 @@
-"""Unit tests for ``summarizer.logs``: redaction, the JSON formatter, and the logging config."""
+"""Unit tests for ``summarizer.proxy.logs``: redaction, the JSON formatter, the logging config."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.logs import JSONFormatter, RedactingFilter, configure_logging, redact
+from summarizer.proxy.logs import JSONFormatter, RedactingFilter, configure_logging, redact
 
 TOKEN = "abcDEF123456xyz"
 SK_KEY = "sk-proj-Abc123_def456-GHI"

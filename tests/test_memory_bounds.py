@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from summarizer import ContextManager
-from summarizer.caches import ChainCache
-from summarizer.checkpoints import Checkpoint
-from summarizer.engine import ContextEngine
-from summarizer.results import SummarizeCall, SummaryOutcome
+from summarizer.core.caches import ChainCache
+from summarizer.core.checkpoints import Checkpoint
+from summarizer.core.engine import ContextEngine
+from summarizer.core.results import SummarizeCall, SummaryOutcome
 from summarizer.stores import MemoryStore, SQLiteStore
 
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from summarizer.errors import InvalidConversation
-from summarizer.messages import (
+from summarizer.core.errors import InvalidConversation
+from summarizer.core.messages import (
     canonical_json,
     group_units,
     message_digest,

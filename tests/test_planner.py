@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from summarizer.config import PinRule
-from summarizer.errors import BudgetExceeded
-from summarizer.messages import group_units, message_text
-from summarizer.planner import ViewItem, plan_compaction, summary_request_end
+from summarizer.core.config import PinRule
+from summarizer.core.errors import BudgetExceeded
+from summarizer.core.messages import group_units, message_text
+from summarizer.core.planner import ViewItem, plan_compaction, summary_request_end
 
 from .conftest import tool_turn
 

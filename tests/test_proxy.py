@@ -16,9 +16,9 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.demo import run_coding_session
+from summarizer.cli.demo import run_coding_session
 from summarizer.proxy import ProxyServer
-from summarizer.settings import Settings
+from summarizer.proxy.settings import Settings
 from summarizer.testing import (
     Fault,
     Reply,

@@ -22,15 +22,15 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.checkpoints import Checkpoint
-from summarizer.library import ContextManager
-from summarizer.messages import canonical_json, message_digest
+from summarizer.core.checkpoints import Checkpoint
+from summarizer.core.messages import canonical_json, message_digest
+from summarizer.core.results import SummarizeCall, SummaryOutcome
+from summarizer.core.tokens import make_counter
+from summarizer.library.manager import ContextManager
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.body import NestingTooDeep, outgoing_body, parse_body
-from summarizer.results import SummarizeCall, SummaryOutcome
-from summarizer.settings import Settings
+from summarizer.proxy.settings import Settings
 from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
-from summarizer.tokens import make_counter
 
 from .conftest import tool_turn
 from .test_proxy import TOOLS, long_history

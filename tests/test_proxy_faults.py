@@ -27,14 +27,14 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.checkpoints import Checkpoint
-from summarizer.library import ContextManager
+from summarizer.core.checkpoints import Checkpoint
+from summarizer.core.results import SummarizeCall, SummaryOutcome
+from summarizer.library.manager import ContextManager
+from summarizer.library.upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.headers import credential_namespace
-from summarizer.results import SummarizeCall, SummaryOutcome
-from summarizer.settings import Settings
+from summarizer.proxy.settings import Settings
 from summarizer.testing import Fault, RoutingResponder, TestUpstream, echo_responder
-from summarizer.upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 
 from .test_proxy import TOOLS, long_history
 

@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule, run_state_machine_as_test
 
 from summarizer import ContextManager
-from summarizer.messages import content_text
+from summarizer.core.messages import content_text
+from summarizer.core.tokens import make_counter
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.headers import credential_namespace
-from summarizer.settings import Settings
+from summarizer.proxy.settings import Settings
 from summarizer.testing import (
     Fault,
     RecordedRequest,
@@ -38,7 +39,6 @@ from summarizer.testing import (
     ToolCallSpec,
     summary_responder,
 )
-from summarizer.tokens import make_counter
 
 from .conftest import message_from_stream
 from .growing_conversations import (

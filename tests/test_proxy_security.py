@@ -26,9 +26,9 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.errors import ConfigurationError
+from summarizer.core.errors import ConfigurationError
 from summarizer.proxy import ProxyServer
-from summarizer.settings import Settings
+from summarizer.proxy.settings import Settings
 from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
 
 from .conftest import ProxyFactory, wait_until_serving
@@ -447,7 +447,16 @@ def test_serve_refuses_an_openai_base_url_that_is_itself() -> None:
     port = free_port()
     env = {**os.environ, "OPENAI_BASE_URL": f"http://localhost:{port}/v1"}
     result = subprocess.run(
-        [sys.executable, "-m", "summarizer.cli", "serve", "--port", str(port), "--db", ":memory:"],
+        [
+            sys.executable,
+            "-m",
+            "summarizer.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            ":memory:",
+        ],
         capture_output=True,
         text=True,
         timeout=30,

@@ -1,4 +1,4 @@
-"""Unit tests for ``summarizer.settings``: the proxy's settings from env and flags.
+"""Unit tests for ``summarizer.proxy.settings``: the proxy's settings from env and flags.
 
 Every test passes an explicit ``environ`` mapping; ``os.environ`` is never read or touched.
 """
@@ -11,9 +11,9 @@ import pytest
 from platformdirs import user_state_path
 from pydantic import SecretStr
 
-from summarizer.config import CompactionConfig
-from summarizer.errors import ConfigurationError
-from summarizer.settings import DEFAULT_UPSTREAM, Settings
+from summarizer.core.config import CompactionConfig
+from summarizer.core.errors import ConfigurationError
+from summarizer.proxy.settings import DEFAULT_UPSTREAM, Settings
 
 SECRET = "sk-test-0123456789abcdefSECRET"
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from summarizer.checkpoints import Checkpoint, Slot
-from summarizer.errors import ConfigurationError
-from summarizer.messages import canonical_json, prefix_chain
+from summarizer.core.checkpoints import Checkpoint, Slot
+from summarizer.core.errors import ConfigurationError
+from summarizer.core.messages import canonical_json, prefix_chain
 from summarizer.stores import (
     SCHEMA_VERSION,
     MemoryStore,
@@ -557,7 +557,7 @@ def test_sqlite_crash_before_commit_leaves_no_row(sqlite_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import os
-        from summarizer.checkpoints import Checkpoint, Slot
+        from summarizer.core.checkpoints import Checkpoint, Slot
         from summarizer.stores import SQLiteStore
 
         store = SQLiteStore({str(sqlite_path)!r})
@@ -598,7 +598,7 @@ def test_sqlite_several_processes_share_a_file(sqlite_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import sys
-        from summarizer.checkpoints import Checkpoint, Slot
+        from summarizer.core.checkpoints import Checkpoint, Slot
         from summarizer.stores import SQLiteStore
 
         worker = sys.argv[1]

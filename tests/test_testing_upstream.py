@@ -13,6 +13,7 @@ from typing import Any
 import openai
 import pytest
 
+from summarizer.loaders.tokenizers import load_encoding
 from summarizer.testing import (
     Fault,
     PromptTokenCounter,
@@ -24,7 +25,6 @@ from summarizer.testing import (
     echo_responder,
     summary_responder,
 )
-from summarizer.tokenizers import load_encoding
 
 TOOLS: list[Any] = [
     {
@@ -790,7 +790,7 @@ def test_max_log_keeps_only_the_newest_requests() -> None:
 
 
 def test_summary_responder_summarizes_only_after_a_quoted_message() -> None:
-    from summarizer.prompts import render_prompt
+    from summarizer.loaders.prompts import render_prompt
     from summarizer.testing import summary_responder
 
     messages = [

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from summarizer import tokenizers
-from summarizer.errors import TokenizerUnavailable
-from summarizer.tokenizers import ENCODINGS, find_encoding_file, litellm_tokenizer_dir
+from summarizer.core.errors import TokenizerUnavailable
+from summarizer.loaders import tokenizers
+from summarizer.loaders.tokenizers import ENCODINGS, find_encoding_file, litellm_tokenizer_dir
 
 BUNDLED = litellm_tokenizer_dir()
 needs_bundle = pytest.mark.skipif(BUNDLED is None, reason="litellm (dev extra) not installed")
@@ -71,7 +71,7 @@ def test_loaded_encodings_match_tiktokens_own_and_never_import_litellm() -> None
     # In a fresh interpreter: tiktoken's own loader, pointed at the same files, must agree.
     code = f"""
 import os, sys
-from summarizer.tokenizers import load_encoding
+from summarizer.loaders.tokenizers import load_encoding
 texts = ["hello world", "naïve café 🚀", "<|endoftext|> is plain text", "def f(x):\\n  return x**2"]
 names = ("o200k_base", "cl100k_base")
 ours = {{n: [load_encoding(n).encode_ordinary(t) for t in texts] for n in names}}

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from summarizer.errors import ConfigurationError, TokenizerUnavailable
-from summarizer.messages import canonical_json
-from summarizer.tokenizers import load_encoding
-from summarizer.tokens import (
+from summarizer.core.errors import ConfigurationError, TokenizerUnavailable
+from summarizer.core.messages import canonical_json
+from summarizer.core.tokens import (
     AUDIO_PART_TOKENS,
     FILE_PART_TOKENS,
     IMAGE_LOW_TOKENS,
@@ -33,6 +32,7 @@ from summarizer.tokens import (
     image_tokens,
     make_counter,
 )
+from summarizer.loaders.tokenizers import load_encoding
 
 O200K = "o200k_base"
 CL100K = "cl100k_base"

@@ -10,8 +10,8 @@ import pytest
 
 import summarizer
 from summarizer import ContextManager, UnknownModelError
-from summarizer.demo import run_coding_session
-from summarizer.messages import canonical_json
+from summarizer.cli.demo import run_coding_session
+from summarizer.core.messages import canonical_json
 from summarizer.testing import Fault, Reply, ScriptedToolAgent, TestUpstream
 from summarizer.testing.responders import is_summary_request
 from summarizer.testing.scenario import CodingSession

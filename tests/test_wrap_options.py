@@ -14,7 +14,7 @@ import openai
 import pytest
 
 import summarizer
-from summarizer.results import CompactionEvent
+from summarizer.core.results import CompactionEvent
 from summarizer.testing import TestUpstream
 from summarizer.testing.responders import is_summary_request
 

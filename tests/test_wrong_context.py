@@ -17,7 +17,7 @@ import pytest
 
 from summarizer import ContextManager, PinRule
 from summarizer.proxy import ProxyServer
-from summarizer.settings import Settings
+from summarizer.proxy.settings import Settings
 from summarizer.stores import SQLiteStore
 from summarizer.testing import Fault, RoutingResponder, TestUpstream, echo_responder
 

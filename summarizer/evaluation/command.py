@@ -17,9 +17,9 @@ from typing import Annotated
 
 import typer
 
-from ..dataset import Case, load_dataset
-from ..errors import ConfigurationError
+from ..core.errors import ConfigurationError
 from .compaction import Strategy
+from .dataset import Case, load_dataset
 from .evaluate import cases_without_rows, describe_missing
 from .strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES, STRATEGIES
 
@@ -61,7 +61,7 @@ def _report_missing_inputs(
 
 def eval_command(
     datasets: Annotated[
-        list[Path], typer.Argument(help="JSONL dataset files (see summarizer.dataset).")
+        list[Path], typer.Argument(help="JSONL dataset files (see summarizer.evaluation.dataset).")
     ],
     out: Annotated[
         Path,

@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..dataset import Case
-from ..messages import Message, message_digest
-from ..prompts import DEFAULT_VERSION
-from ..results import SummarizeCall, SummaryOutcome
-from ..tokens import TokenCounter
+from ..core.messages import Message, message_digest
+from ..core.results import SummarizeCall, SummaryOutcome
+from ..core.tokens import TokenCounter
+from ..loaders.prompts import DEFAULT_VERSION
+from .dataset import Case
 from .records import ModelCall
 
 SummaryClient = Callable[[SummarizeCall], SummaryOutcome]

@@ -30,15 +30,20 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..config import CompactionConfig
-from ..engine import ContextEngine, drive_sync
-from ..errors import BudgetExceeded
-from ..messages import message_text
-from ..prompts import load_prompt, render_prompt
-from ..results import PrepareResult, SummarizeCall, SummaryOutcome
+from ..core.config import CompactionConfig
+from ..core.engine import ContextEngine, drive_sync
+from ..core.errors import BudgetExceeded
+from ..core.messages import message_text
+from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
+from ..core.summary_request import (
+    cut_at_sentence,
+    summary_instruction,
+    summary_message,
+    summary_problem,
+)
+from ..core.tokens import TokenCounter
+from ..loaders.prompts import load_prompt, render_prompt
 from ..stores import MemoryStore
-from ..summary_request import cut_at_sentence, summary_instruction, summary_message, summary_problem
-from ..tokens import TokenCounter
 from .compaction import Compaction, CompactionInput, OneRowPerCase, SummaryClient, finish
 from .records import ModelCall
 

@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..dataset import Case
-from ..errors import BudgetExceeded, SummarizerError
-from ..prompts import DEFAULT_VERSION
-from ..tokens import make_counter
+from ..core.errors import BudgetExceeded, SummarizerError
+from ..core.tokens import make_counter
+from ..loaders.prompts import DEFAULT_VERSION
 from .compaction import CompactionInput, Strategy, SummaryClient, request_tokens
+from .dataset import Case
 from .metrics import compression_ratio, context_text, extracted_fact_recall, gold_fact_recall
 from .probes import Graded, accuracy, grade_probes, probe_results
 from .records import ResultRow, RowKey

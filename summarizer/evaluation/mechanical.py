@@ -19,11 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..dataset import Case
-from ..messages import Message, group_units, leading_instructions
-from ..prompts import render_prompt
-from ..summary_request import summary_message
-from ..tokens import TokenCounter
+from ..core.messages import Message, group_units, leading_instructions
+from ..core.summary_request import summary_message
+from ..core.tokens import TokenCounter
+from ..loaders.prompts import render_prompt
 from .compaction import (
     Compaction,
     CompactionInput,
@@ -31,6 +30,7 @@ from .compaction import (
     finish,
     request_tokens,
 )
+from .dataset import Case
 
 TOOL_ROLES = frozenset({"tool", "function"})
 

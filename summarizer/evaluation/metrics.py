@@ -24,9 +24,9 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, Field
 
-from ..dataset import GoldFact
-from ..facts import FactKind, extract_facts, mentions, normalize_summary, score_summary
-from ..messages import message_digest, message_text
+from ..core.facts import FactKind, extract_facts, mentions, normalize_summary, score_summary
+from ..core.messages import message_digest, message_text
+from .dataset import GoldFact
 from .pricing import Price, RequestTokens, price_for, request_cost, total_cost
 from .records import FactRecall, MissedFact, ResultRow
 

@@ -46,8 +46,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import ConfigurationError
-from ..model_limits import canonical_model_name, longest_prefix_key
+from ..core.errors import ConfigurationError
+from ..core.model_limits import canonical_model_name, longest_prefix_key
 
 CacheStyle = Literal["automatic", "explicit"]
 """How a provider caches prompts: by itself (OpenAI) or at client-marked breakpoints (Anthropic)."""

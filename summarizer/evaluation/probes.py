@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..dataset import Probe
-from ..prompts import render_prompt
-from ..results import SummarizeCall
+from ..core.results import SummarizeCall
+from ..loaders.prompts import render_prompt
 from .compaction import SummaryClient
+from .dataset import Probe
 from .metrics import mean
 from .records import ProbeResult
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from ..dataset import Case
-from ..errors import ConfigurationError
-from ..prompts import DEFAULT_VERSION, load_prompt
+from ..core.errors import ConfigurationError
+from ..loaders.prompts import DEFAULT_VERSION, load_prompt
 from .compaction import Strategy, SummaryClient
+from .dataset import Case
 from .evaluate import Evaluator, RowSettings, plan_jobs
 from .pricing import load_prices
 from .records import ResultRow, RowKey, RunConfig
@@ -227,7 +227,7 @@ def make_client(upstream: str, api_key: str | None) -> SummaryClient:
     """An ``OpenAISummaryClient`` for ``upstream`` (an OpenAI-compatible base URL)."""
     import openai
 
-    from ..upstream import OpenAISummaryClient
+    from ..library.upstream import OpenAISummaryClient
 
     # A local upstream usually takes any key; the SDK insists on one.
     sdk = openai.OpenAI(base_url=upstream, api_key=api_key or "unused", max_retries=0, timeout=300)

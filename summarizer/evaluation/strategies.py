@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from ..errors import ConfigurationError
+from ..core.errors import ConfigurationError
 from .compaction import Compaction, CompactionInput, Strategy, SummaryClient
 from .engine_strategies import FromScratch, LedgerOnly, SelfSummary
 from .mechanical import Given, Masking, Truncate

@@ -20,11 +20,11 @@ import random
 import re
 from typing import Any
 
-from ..dataset import Case, GoldFact, Probe
 from ._synthetic_code import buggy_function, render_function
 from ._synthetic_output import compile_failure, git_log, test_run
 from ._synthetic_project import DOMAINS, LANGUAGES, Project, make_project
 from ._synthetic_session import Session, filler
+from .dataset import Case, GoldFact, Probe
 
 GENERATOR = "summarizer.evaluation.synthetic"
 """The ``metadata["generator"]`` of every synthetic case."""

@@ -27,10 +27,10 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import ConfigurationError
-from ..settings import Settings, hash_key
+from ..core.errors import ConfigurationError
 from .errors import error_response
 from .headers import credential, via_names
+from .settings import Settings, hash_key
 
 logger = logging.getLogger("summarizer.proxy")
 

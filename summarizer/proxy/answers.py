@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 from starlette.responses import Response
 
-from ..upstream import says_context_length_exceeded
+from ..library.upstream import says_context_length_exceeded
 from .errors import error_payload, error_response
 from .state import ProxyState
 

@@ -21,8 +21,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..results import CompactionEvent
-from ..settings import Settings
+from ..core.results import CompactionEvent
 from ..stores import Store
 from . import sse
 from .access import RequestGuard, log_startup_notes
@@ -32,6 +31,7 @@ from .headers import credential, credential_namespace, response_headers
 from .intake import BodyTimeout, ClientGone, body_pieces, unread_body_response
 from .metrics import CONTENT_TYPE
 from .paths import UnsafePath, upstream_path
+from .settings import Settings
 from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")

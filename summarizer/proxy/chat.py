@@ -24,14 +24,14 @@ import httpx2
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..errors import (
+from ..core.errors import (
     BudgetExceeded,
     ConfigurationError,
     InvalidConversation,
     SummarizerError,
     TokenizerUnavailable,
 )
-from ..results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
+from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
 from . import sse
 from .answers import (
     broken_off,

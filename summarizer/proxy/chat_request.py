@@ -8,7 +8,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from ..results import PrepareResult
+from ..core.results import PrepareResult
 from . import sse
 from .body import NestingTooDeep, parse_body
 from .errors import error_response

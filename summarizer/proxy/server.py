@@ -15,12 +15,12 @@ from typing import Any
 
 import uvicorn
 
-from ..results import CompactionEvent
-from ..settings import Settings
+from ..core.results import CompactionEvent
+from ..loaders.tokenizers import load_encoding
 from ..stores import Store
-from ..tokenizers import load_encoding
 from .access import check_exposure, check_not_own_upstream
 from .app import create_app
+from .settings import Settings
 
 
 def check_tokenizers() -> None:
@@ -52,7 +52,7 @@ def serve(settings: Settings) -> None:
     Raises ``ConfigurationError`` before binding when the settings would expose the server-side
     key (``access.check_exposure``) or when the upstream is this proxy's own address.
     """
-    from ..logs import configure_logging
+    from .logs import configure_logging
 
     log_config = configure_logging(settings.log_format, settings.log_level)
     check_exposure(settings)

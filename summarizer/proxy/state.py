@@ -17,14 +17,14 @@ import httpx2
 import openai
 from starlette.responses import Response
 
-from ..library import ContextManager
-from ..results import CompactionEvent, SummarizeCall, SummaryOutcome
-from ..settings import Settings
+from ..core.results import CompactionEvent, SummarizeCall, SummaryOutcome
+from ..library.manager import ContextManager
+from ..library.upstream import AsyncOpenAISummaryClient
 from ..stores import Store, open_store
-from ..upstream import AsyncOpenAISummaryClient
 from .errors import error_response
 from .headers import request_headers
 from .metrics import ProxyMetrics
+from .settings import Settings
 
 logger = logging.getLogger("summarizer.proxy")
 

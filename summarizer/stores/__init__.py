@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ConfigurationError
+from ..core.errors import ConfigurationError
 from .base import Store, prefix_candidates
 from .memory import MemoryStore
 from .sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
-from ..checkpoints import Checkpoint
+from ..core.checkpoints import Checkpoint
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from ..checkpoints import Checkpoint
+from ..core.checkpoints import Checkpoint
 from .base import _Closable, _reported_update, _Row
 
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..checkpoints import Checkpoint
-from ..errors import ConfigurationError
+from ..core.checkpoints import Checkpoint
+from ..core.errors import ConfigurationError
 from .base import _batches, _Closable, _reported_update, _Row
 
 # Migration ``i`` brings the schema from version ``i`` to ``i + 1`` (``PRAGMA user_version``).

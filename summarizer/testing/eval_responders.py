@@ -16,9 +16,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..facts import mentions
-from ..messages import content_text, message_text
-from ..prompts import load_prompt
+from ..core.facts import mentions
+from ..core.messages import content_text, message_text
+from ..loaders.prompts import load_prompt
 from .responders import Reply, Responder, echo_responder, is_summary_request, summary_responder
 
 __all__ = [

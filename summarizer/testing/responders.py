@@ -21,8 +21,8 @@ from typing import Any, TypeAlias
 
 from pydantic import BaseModel, Field
 
-from ..messages import INSTRUCTION_ROLES, content_text, message_text
-from ..tokenizers import load_encoding
+from ..core.messages import INSTRUCTION_ROLES, content_text, message_text
+from ..loaders.tokenizers import load_encoding
 
 __all__ = [
     "Reply",
@@ -95,7 +95,7 @@ def _spec(name: str, arguments: str | Mapping[str, Any] | None) -> ToolCallSpec:
 
 
 def _summary_openings() -> tuple[str, ...]:
-    from ..prompts import load_prompt
+    from ..loaders.prompts import load_prompt
 
     return tuple(
         load_prompt(name).split(".")[0] for name in ("self_summary", "self_summary_strict")

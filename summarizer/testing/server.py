@@ -37,9 +37,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import InvalidConversation
-from ..messages import canonical_json, chain_step, message_digest, validate_messages
-from ..tokenizers import load_encoding
+from ..core.errors import InvalidConversation
+from ..core.messages import canonical_json, chain_step, message_digest, validate_messages
+from ..loaders.tokenizers import load_encoding
 from .faults import (
     Fault,
     default_fault_body,

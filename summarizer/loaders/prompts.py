@@ -10,15 +10,15 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from .errors import ConfigurationError
+from ..core.errors import ConfigurationError
 
 DEFAULT_VERSION = "v1"
 
 
 def prompt_dirs() -> list[Path]:
     """Folders searched for prompts: the installed package's copy, then the source checkout's."""
-    here = Path(__file__).resolve().parent
-    return [here / "prompt_files", here.parent / "prompts"]
+    package = Path(__file__).resolve().parent.parent  # summarizer/
+    return [package / "prompt_files", package.parent / "prompts"]
 
 
 @functools.cache

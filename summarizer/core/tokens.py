@@ -35,10 +35,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
+from ..loaders.tokenizers import load_encoding
 from .errors import ConfigurationError
 from .messages import canonical_bytes, canonical_json, message_digest
 from .model_limits import canonical_model_name, longest_prefix_key
-from .tokenizers import load_encoding
 
 if TYPE_CHECKING:
     import tiktoken

@@ -28,10 +28,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..loaders.prompts import render_prompt
 from .config import PinRule
 from .errors import BudgetExceeded
 from .messages import INSTRUCTION_ROLES, Message, Unit, group_units, message_text
-from .prompts import render_prompt
 
 CountFn = Callable[[Mapping[str, Any]], int]
 MIN_KEPT_OUTPUT_TOKENS = 128

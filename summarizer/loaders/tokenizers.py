@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import TokenizerUnavailable
+from ..core.errors import TokenizerUnavailable
 
 if TYPE_CHECKING:
     import tiktoken

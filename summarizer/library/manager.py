@@ -19,13 +19,13 @@ from typing import Any, NamedTuple
 
 import openai
 
-from .config import CompactionConfig
-from .engine import ContextEngine, Located, drive_async, drive_sync
-from .errors import ConfigurationError
-from .messages import Message
-from .results import CompactionEvent, PrepareResult, SummarizeCall, SummaryOutcome, Trigger
-from .stores import Store, open_store
-from .tokens import Calibration
+from ..core.config import CompactionConfig
+from ..core.engine import ContextEngine, Located, drive_async, drive_sync
+from ..core.errors import ConfigurationError
+from ..core.messages import Message
+from ..core.results import CompactionEvent, PrepareResult, SummarizeCall, SummaryOutcome, Trigger
+from ..core.tokens import Calibration
+from ..stores import Store, open_store
 from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 
 SyncSummarizer = Callable[[SummarizeCall], SummaryOutcome]

@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..loaders.prompts import load_prompt, render_prompt
 from .messages import Message
-from .prompts import load_prompt, render_prompt
 
 SUMMARY_SECTIONS = (
     "Task and constraints",

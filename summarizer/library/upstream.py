@@ -26,7 +26,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from .results import SummarizeCall, SummaryOutcome
+from ..core.results import SummarizeCall, SummaryOutcome
 
 MAX_ATTEMPTS = 4
 MAX_TOTAL_SECONDS = 120.0

@@ -13,8 +13,8 @@ from typing import Annotated
 
 import typer
 
-from .dataset import Case, dump_case
-from .errors import SummarizerError
+from ..core.errors import SummarizerError
+from ..evaluation.dataset import Case, dump_case
 
 convert_app = typer.Typer(
     help="Convert agent trajectories from other tools into an evaluation dataset (JSONL).",
@@ -68,7 +68,7 @@ def _run(files: list[Path], out: Path | None, read: Callable[[Path], list[Case]]
 @convert_app.command("swe-agent")
 def swe_agent(files: Files, out: Out = None) -> None:
     """Convert SWE-agent .traj files (one case per file)."""
-    from .converters import read_swe_agent
+    from ..evaluation.converters import read_swe_agent
 
     _run(files, out, lambda path: [read_swe_agent(path)])
 
@@ -76,6 +76,6 @@ def swe_agent(files: Files, out: Out = None) -> None:
 @convert_app.command("chat")
 def chat(files: Files, out: Out = None) -> None:
     """Convert chat logs: JSON or JSONL message lists, or records with messages/traj (tau-bench)."""
-    from .converters import read_chat
+    from ..evaluation.converters import read_chat
 
     _run(files, out, read_chat)

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..stores import Store, prefix_candidates
 from .caches import ChainCache
 from .checkpoints import Checkpoint, Slot
 from .config import Budget, CompactionConfig, requested_output_tokens, resolve_budget
@@ -44,7 +45,6 @@ from .results import (
     TokenReport,
     Trigger,
 )
-from .stores import Store, prefix_candidates
 from .summaries import FRAME_TOKENS, RunRequest, RunSummary, anchor_of, summarize_run
 from .tokens import REPLY_PRIMING_TOKENS, Calibration, TokenCounter, make_counter
 

@@ -13,12 +13,12 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..loaders.prompts import render_prompt
 from .checkpoints import Slot
 from .config import CompactionConfig
 from .facts import Fact, extract_facts, merge_ledger, render_ledger, score_summary
 from .messages import INSTRUCTION_ROLES, Message, message_text
 from .planner import ViewItem, summary_request_end
-from .prompts import render_prompt
 from .results import SummarizeCall, SummaryOutcome
 from .summary_request import (
     build_summary_request,

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import InvalidConversation
-from .messages import validate_messages
+from ..core.errors import InvalidConversation
+from ..core.messages import validate_messages
 
 
 class GoldFact(BaseModel):

@@ -16,8 +16,8 @@ from typing import Any, Literal, cast
 
 import openai
 
-from .library import ContextManager
-from .results import PrepareResult
+from ..core.results import PrepareResult
+from .manager import ContextManager
 from .upstream import says_context_length_exceeded
 
 SESSION_KWARG = "summarizer_session"

@@ -197,9 +197,9 @@ def serve(
     for it: command lines are visible to other users of the machine). With it and no
     --client-key, serve refuses any interface but loopback.
     """
-    from .errors import SummarizerError
-    from .proxy.server import serve as run_server
-    from .settings import Settings
+    from ..core.errors import SummarizerError
+    from ..proxy.server import serve as run_server
+    from ..proxy.settings import Settings
 
     try:
         settings = Settings.from_env(
@@ -235,9 +235,9 @@ def count(
     ] = None,
 ) -> None:
     """Count the prompt tokens of a conversation, offline."""
-    from .errors import SummarizerError
-    from .messages import validate_messages
-    from .tokens import make_counter
+    from ..core.errors import SummarizerError
+    from ..core.messages import validate_messages
+    from ..core.tokens import make_counter
 
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
@@ -256,8 +256,8 @@ def count(
 
 
 def _register_subcommands() -> None:
-    from .convert_command import convert_app
-    from .evaluation.command import eval_command
+    from ..evaluation.command import eval_command
+    from .convert import convert_app
 
     app.command("eval")(eval_command)
     app.add_typer(convert_app, name="convert")
@@ -272,7 +272,3 @@ def main() -> None:
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
     app()
-
-
-if __name__ == "__main__":
-    main()

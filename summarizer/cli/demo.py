@@ -19,12 +19,12 @@ from typing import Any, Literal
 
 import openai
 
-from .messages import canonical_json, message_text
-from .results import CompactionEvent
-from .testing import ScriptedToolAgent, TestUpstream
-from .testing.responders import is_summary_request
-from .testing.scenario import CodingSession
-from .wrapping import wrap
+from ..core.messages import canonical_json, message_text
+from ..core.results import CompactionEvent
+from ..library.wrapping import wrap
+from ..testing import ScriptedToolAgent, TestUpstream
+from ..testing.responders import is_summary_request
+from ..testing.scenario import CodingSession
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,8 @@ def _agent_client(
         finally:
             raw_client.close()
         return
-    from .proxy.server import ProxyServer
-    from .settings import Settings
+    from ..proxy.server import ProxyServer
+    from ..proxy.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="summarizer-demo-") as folder:
         settings = Settings(

@@ -1,4 +1,4 @@
-"""Turn other tools' agent trajectories into evaluation cases (``summarizer.dataset.Case``).
+"""Turn other tools' agent trajectories into evaluation cases (``evaluation.dataset.Case``).
 
 Two sources:
 
@@ -30,9 +30,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..core.errors import ConversionError
+from ..core.messages import message_text, validate_messages
 from .dataset import Case, GoldFact, Probe
-from .errors import ConversionError
-from .messages import message_text, validate_messages
 
 _KEYS: dict[str, tuple[str, ...]] = {
     "system": ("name",),

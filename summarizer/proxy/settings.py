@@ -23,8 +23,8 @@ from pydantic import (
     model_validator,
 )
 
-from .config import CompactionConfig
-from .errors import ConfigurationError
+from ..core.config import CompactionConfig
+from ..core.errors import ConfigurationError
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 ENV_PREFIX = "SUMMARIZER_"

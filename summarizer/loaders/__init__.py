@@ -1,0 +1,2 @@
+"""Files the core needs, loaded at the edge: prompt texts (``prompts/``) and tiktoken's
+encodings."""
