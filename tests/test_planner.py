@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from summarizer.core.config import PinRule
 from summarizer.core.errors import BudgetExceeded
 from summarizer.core.messages import group_units, message_text
-from summarizer.core.planner import ViewItem, plan_compaction, summary_request_end
+from summarizer.core.planner import ViewItem, cut_outputs, plan_compaction, summary_request_end
 
 from .conftest import tool_turn
 
@@ -170,9 +170,16 @@ def test_cuts_the_largest_outputs_of_a_final_turn_that_does_not_fit() -> None:
         {"role": "tool", "tool_call_id": "c", "content": text(30, "c")},
     ]
     result = plan(messages, trigger_tokens=500, target_tokens=200, limit_tokens=600)
-    assert result.degraded == ["truncate_tool_output"]
-    assert set(result.overrides) == {3, 4}  # the two largest, never the small one
+    # The final turn is cut by the caller, once the summaries are written (there are none here,
+    # so the estimate is exact): the plan names its outputs and the size cutting them reaches.
+    assert result.overrides == {} and result.final_cuts == [3, 4, 5]
     assert result.estimated_tokens <= 600
+    view = view_of(messages)
+    size = 3 + sum(item.tokens for item in view)
+    cuts, reached = cut_outputs(
+        view, result.final_cuts, size=size, goal=600, count=words, version="v1"
+    )
+    assert set(cuts) == {3, 4} and reached == result.estimated_tokens  # never the small one
 
 
 def test_cuts_a_single_oversized_output_to_head_and_tail() -> None:
@@ -183,11 +190,13 @@ def test_cuts_a_single_oversized_output_to_head_and_tail() -> None:
     ]
     # The final turn's output is cut only as far as the window needs (1,000), not the trigger.
     result = plan(messages, trigger_tokens=500, target_tokens=200)
-    assert result.degraded == ["truncate_tool_output"]
-    cut = result.overrides[3]["content"]
+    assert result.final_cuts == [3] and 500 < result.estimated_tokens <= 1_000
+    view = view_of(messages)
+    size = 3 + sum(item.tokens for item in view)
+    cuts, _ = cut_outputs(view, [3], size=size, goal=1_000, count=words, version="v1")
+    cut = cuts[3]["content"]
     assert cut.startswith("w0 w1") and cut.rstrip().endswith("w1999")
     assert "elided by summarizer" in cut
-    assert 500 < result.estimated_tokens <= 1_000
     # An earlier kept output (here pinned) is cut toward the trigger, the final turn left alone.
     pinned = [
         *messages[:2],
@@ -388,3 +397,33 @@ def test_summaries_go_below_their_floor_only_when_nothing_else_fits_the_window()
     result = plan(messages, **args, last_resort_summary_tokens=20)
     assert result.summary_tokens < 60 and result.estimated_tokens <= 190
     assert plan(messages, **{**args, "limit_tokens": 400}).summary_tokens >= 60
+
+
+def test_earlier_summaries_kept_apart_are_summarized_again_once_they_outgrow_the_allowance() -> (
+    None
+):
+    """Summaries isolated between kept messages (here mid-conversation rules) never fold into a
+    newer one; when the allowance has shrunk below them, they are summarized again."""
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "task"},
+        {"role": "system", "content": "rule one"},
+        {"role": "system", "content": "rule two"},
+        {"role": "user", "content": text(30, "latest")},
+        {"role": "assistant", "content": "ok"},
+    ]
+    old = {"role": "user", "content": "[Context summary] " + text(120, "old")}
+    view = [
+        ViewItem(messages[0], 0, 4),
+        ViewItem(messages[1], 1, 4),
+        ViewItem(old, None, words(old), replaces=(2, 9)),
+        ViewItem(messages[2], 9, 5),
+        ViewItem(old, None, words(old), replaces=(10, 14)),
+        ViewItem(messages[3], 14, 5),
+        ViewItem(messages[4], 15, words(messages[4])),
+        ViewItem(messages[5], 16, 4),
+    ]
+    roomy = plan(messages, view=view, summary_tokens=200, trigger_tokens=400, target_tokens=350)
+    assert roomy.runs == []  # each is within the allowance: kept as it is
+    tight = plan(messages, view=view, summary_tokens=200, min_summary_tokens=60, target_tokens=200)
+    assert tight.runs == [range(2, 3), range(4, 5)] and tight.summary_tokens < 124

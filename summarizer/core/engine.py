@@ -36,7 +36,7 @@ from .config import Budget, CompactionConfig, requested_output_tokens, resolve_b
 from .errors import BudgetExceeded, SummaryFailed
 from .facts import Fact
 from .messages import Message, first_index, message_digest, validate_messages
-from .planner import Plan, ViewItem, plan_compaction
+from .planner import Plan, ViewItem, cut_outputs, plan_compaction
 from .results import (
     CompactionEvent,
     PrepareResult,
@@ -318,7 +318,7 @@ class ContextEngine:
             )
         except BudgetExceeded as exc:
             raise _calibrated(exc, ratio, limit, budget) from None
-        if not plan.runs and not plan.overrides:
+        if not plan.runs and not plan.overrides and not plan.final_cuts:
             return self.unchanged(located)  # nothing to compact; it fits the window as it is
         summaries = yield from self._summarize(located, plan, ratio, window, trigger)
         failures = [s.slot.failure for s in summaries if s.slot.failure]
@@ -334,6 +334,13 @@ class ContextEngine:
         checkpoint = self._checkpoint(located, plan, summaries, trigger, failures)
         new_view = self._view(located.messages, located.digests, checkpoint, located.counter)
         tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
+        if plan.final_cuts and tokens_after_raw > int(limit / ratio):
+            # Only now is the summaries' real size known: cut the final turn as far as needed.
+            checkpoint = self._cut_final_turn(
+                located, plan, checkpoint, new_view, tokens_after_raw, int(limit / ratio)
+            )
+            new_view = self._view(located.messages, located.digests, checkpoint, located.counter)
+            tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
         tokens_after = self.calibration.apply(located.model, tokens_after_raw, located.namespace)
         if tokens_after > limit:
             raise BudgetExceeded(
@@ -425,6 +432,35 @@ class ContextEngine:
             tokens = located.counter.count_message(message)
             compacted.append(ViewItem(message, None, tokens, replaces=replaces))
         return done
+
+    def _cut_final_turn(
+        self,
+        located: Located,
+        plan: Plan,
+        checkpoint: Checkpoint,
+        new_view: Sequence[ViewItem],
+        size: int,
+        limit: int,
+    ) -> Checkpoint:
+        """``checkpoint`` with the final turn's tool outputs cut until the request fits."""
+        raw = {located.view[i].raw_index for i in plan.final_cuts}
+        where = [i for i, item in enumerate(new_view) if item.raw_index in raw]
+        cuts, _ = cut_outputs(
+            new_view,
+            where,
+            size=size,
+            goal=limit,
+            count=located.counter.count_message,
+            version=self.config.prompt_version,
+        )
+        if cuts and "truncate_tool_output" not in plan.degraded:
+            plan.degraded.append("truncate_tool_output")
+        overrides = dict(checkpoint.overrides)
+        for i, replacement in cuts.items():
+            raw_index = new_view[i].raw_index
+            assert raw_index is not None
+            overrides[raw_index] = replacement
+        return checkpoint.model_copy(update={"overrides": overrides})
 
     def _checkpoint(
         self,

@@ -73,6 +73,9 @@ class Plan:
     """Estimated request size after the compaction, with each summary at its allowance."""
     degraded: list[str] = field(default_factory=list)
     """Degradation steps applied, in order."""
+    final_cuts: list[int] = field(default_factory=list)
+    """The final unit's tool outputs the caller cuts (``cut_outputs``) if, with the summaries
+    written, the request is still over the window; ``estimated_tokens`` assumes it does."""
 
     @property
     def needs_summary(self) -> bool:
@@ -92,7 +95,6 @@ class _Run:
     stop: int
     """One past the last unit index."""
     tokens: int
-    has_raw: bool
 
 
 class _Layout:
@@ -122,14 +124,7 @@ class _Layout:
                     first = u
                 continue
             if first is not None:
-                found.append(
-                    _Run(
-                        first,
-                        u,
-                        sum(self.tokens[first:u]),
-                        not all(self.inserted[first:u]),
-                    )
-                )
+                found.append(_Run(first, u, sum(self.tokens[first:u])))
                 first = None
         return found
 
@@ -271,9 +266,7 @@ def _plan(
         runs, size = _select(layout, cut, allowance, fixed, target)
         if size <= target:
             break
-        if allowance > floor and any(
-            run.has_raw and run.tokens > floor for run in layout.runs(cut)
-        ):
+        if allowance > floor and any(run.tokens > floor for run in layout.runs(cut)):
             needed = -(-(size - target) // max(1, len(runs)))
             allowance = max(floor, allowance - needed)
             continue
@@ -323,7 +316,8 @@ def _select(
     """The runs to summarize for tail start ``cut`` (fewest, largest first, until the target
     is met; at least one when any is worth it) and the resulting size."""
     size = fixed + sum(layout.tokens)
-    worth = [run for run in layout.runs(cut) if run.has_raw and run.tokens > allowance]
+    # A run of earlier summaries alone is worth it too when they outgrow today's allowance.
+    worth = [run for run in layout.runs(cut) if run.tokens > allowance]
     chosen: list[_Run] = []
     for run in sorted(worth, key=lambda r: r.tokens, reverse=True):
         if chosen and size <= target:
@@ -365,28 +359,45 @@ def _degrade(
     plan: Plan, layout: _Layout, *, goal: int, limit: int, count: CountFn, version: str
 ) -> None:
     """Bring ``plan`` toward ``goal`` by cutting kept tool outputs to their head and tail,
-    largest first, each at most once; the final unit's outputs only when nothing else brings the
-    request inside ``limit`` (the caller checks it)."""
+    largest first, each at most once. The final unit's outputs are cut only when nothing else
+    brings the request inside ``limit``, and then only by the caller, once the summaries are
+    written and their real size is known: the plan counts each at its full allowance, and
+    names the outputs it may cut (``final_cuts``) with the size it would reach."""
     view = layout.view
     final = set(layout.units[layout.last].indices)
     outputs = _tool_outputs(view, _kept_indices(plan, layout))
     earlier = [i for i in outputs if i not in final]
-    _cut_outputs(plan, view, earlier, goal=goal, count=count, version=version)
+    cuts, plan.estimated_tokens = cut_outputs(
+        view, earlier, size=plan.estimated_tokens, goal=goal, count=count, version=version
+    )
+    plan.overrides.update(cuts)
+    if cuts:
+        plan.degraded.append("truncate_tool_output")
     if plan.estimated_tokens > limit:
-        latest = [i for i in outputs if i in final]
-        _cut_outputs(plan, view, latest, goal=limit, count=count, version=version)
+        plan.final_cuts = [i for i in outputs if i in final]
+        _, plan.estimated_tokens = cut_outputs(
+            view,
+            plan.final_cuts,
+            size=plan.estimated_tokens,
+            goal=limit,
+            count=count,
+            version=version,
+        )
 
 
-def _cut_outputs(
-    plan: Plan,
+def cut_outputs(
     view: Sequence[ViewItem],
     outputs: Sequence[int],
     *,
+    size: int,
     goal: int,
     count: CountFn,
     version: str,
-) -> None:
-    size = plan.estimated_tokens
+) -> tuple[dict[int, Message], int]:
+    """Tool outputs of ``view`` (indices ``outputs``) cut to their head and tail, largest
+    first, each at most once, until a request of ``size`` tokens is down to ``goal``: the
+    replacements by view index, and the size reached."""
+    cuts: dict[int, Message] = {}
     for i in sorted(outputs, key=lambda i: view[i].tokens, reverse=True):
         if size <= goal:
             break
@@ -399,11 +410,9 @@ def _cut_outputs(
         )
         new_tokens = count(replaced)
         if new_tokens < view[i].tokens:
-            plan.overrides[i] = replaced
+            cuts[i] = replaced
             size -= view[i].tokens - new_tokens
-            if "truncate_tool_output" not in plan.degraded:
-                plan.degraded.append("truncate_tool_output")
-    plan.estimated_tokens = size
+    return cuts, size
 
 
 def _parts(plan: Plan, layout: _Layout, fixed: int, count: CountFn) -> dict[str, int]:
