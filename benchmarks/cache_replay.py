@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from summarizer.core.config import Budget, CompactionConfig, resolve_budget
-from summarizer.core.engine import ContextEngine, Located, drive_sync
+from summarizer.core.engine import Located, drive_sync
 from summarizer.core.messages import Message
 from summarizer.core.planner import ViewItem
 from summarizer.core.results import CompactionEvent, SummarizeCall, SummaryOutcome
@@ -51,7 +51,6 @@ from summarizer.core.tokens import (
     REPLY_PRIMING_TOKENS,
     TOKENS_PER_MESSAGE,
     TokenCounter,
-    make_counter,
 )
 from summarizer.evaluation.dataset import load_dataset
 from summarizer.evaluation.engine_strategies import from_scratch_request
@@ -60,7 +59,8 @@ from summarizer.evaluation.mechanical import (
     largest_fitting,
     mask_tool_outputs,
 )
-from summarizer.loaders.tokenizers import load_encoding
+from summarizer.library.engines import engine_for
+from summarizer.loaders.tokenizers import load_encoding, make_counter
 from summarizer.stores import MemoryStore
 from summarizer.testing import ScriptedToolAgent
 from summarizer.testing.scenario import CodingSession
@@ -256,7 +256,7 @@ def replay_engine(
     trigger, else send the view unchanged.
     """
     config = replay_config(window)
-    engine = ContextEngine(config, MemoryStore())
+    engine = engine_for(config, MemoryStore())
     counter = replay_counter()
     model = _StandInModel(session.name, summary_tokens)
     raw_ids = {id(m) for m in session.messages}

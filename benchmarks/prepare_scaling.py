@@ -44,6 +44,7 @@ from summarizer.core.results import SummarizeCall, SummaryOutcome
 from summarizer.core.tokens import TiktokenCounter, encoding_for_model
 from summarizer.evaluation.charts import PALETTE
 from summarizer.library.manager import ContextManager
+from summarizer.loaders.tokenizers import load_encoding
 from summarizer.testing.responders import summary_responder
 from summarizer.testing.scenario import CodingSession
 
@@ -217,7 +218,7 @@ def drive(turns: int, *, model: str = MODEL, **config: Any) -> list[Turn]:
     steps = session.steps
     stand_in = _StandIn()
     manager = ContextManager(summarizer=stand_in, **config)
-    raw_counter = TiktokenCounter(encoding_for_model(model))
+    raw_counter = TiktokenCounter(load_encoding(encoding_for_model(model)))
     history: list[Message] = [session.system, session.task]
     raw_tokens = raw_counter.count_messages(history)
     out: list[Turn] = []

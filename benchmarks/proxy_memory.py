@@ -58,8 +58,9 @@ import httpx2
 from summarizer.core.caches import ChainCache
 from summarizer.core.engine import ContextEngine
 from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.core.tokens import TiktokenCounter, make_counter
+from summarizer.core.tokens import TiktokenCounter
 from summarizer.library.manager import ContextManager
+from summarizer.loaders.tokenizers import load_encoding, make_counter
 from summarizer.proxy.settings import Settings
 from summarizer.testing import Reply, RoutingResponder, TestUpstream, summary_responder
 
@@ -274,7 +275,7 @@ class ConversationBuilder:
     def __init__(self, tokens: int) -> None:
         self.tokens = tokens
         # A private counter, uncached: the benchmark must not grow a cache of its own per session.
-        self._counter = TiktokenCounter("o200k_base", cache_size=0)
+        self._counter = TiktokenCounter(load_encoding("o200k_base"), cache_size=0)
         self._tools_tokens = self._counter.count_tools(TOOLS) + 3
 
     def build(self, index: int) -> Conversation:
@@ -625,8 +626,8 @@ def cache_bounds(page_cache_kib: int, footprints: dict[str, Footprint]) -> list[
         ],
         [
             "token count per message digest (`TiktokenCounter._messages`)",
-            "`summarizer/core/tokens.py` `TiktokenCounter(cache_size=...)`; one counter per "
-            "encoding, process-wide (`make_counter`)",
+            "`summarizer/core/tokens/counting.py` `TiktokenCounter(cache_size=...)`; one counter "
+            "per encoding, process-wide (`summarizer/loaders/tokenizers.py` `make_counter`)",
             f"{counter_size:,} messages",
             *_per_entry(footprints.get("tokens"), counter_size),
         ],

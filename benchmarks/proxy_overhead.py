@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx2
 
-from summarizer.core.tokens import make_counter
+from summarizer.loaders.tokenizers import make_counter
 
 from .litellm_gateway import LITELLM_SPEC, ensure_litellm, litellm_process
 from .processes import free_port, running, serve_process, wait_until_idle

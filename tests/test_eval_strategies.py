@@ -15,7 +15,6 @@ import pytest
 from summarizer.core.errors import ConfigurationError
 from summarizer.core.facts import LEDGER_HEADER
 from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.core.tokens import make_counter
 from summarizer.evaluation.compaction import CompactionInput, request_tokens
 from summarizer.evaluation.dataset import Case
 from summarizer.evaluation.engine_strategies import render_transcript
@@ -27,6 +26,7 @@ from summarizer.evaluation.strategies import (
     resolve_strategies,
 )
 from summarizer.loaders.prompts import load_prompt
+from summarizer.loaders.tokenizers import make_counter
 
 from .test_engine import assert_valid_conversation
 

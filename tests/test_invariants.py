@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from summarizer.core.planner import truncate_message
-from summarizer.loaders.prompts import render_prompt
+from summarizer.loaders.prompts import load_prompt, render_prompt
 
 from .invariants import (
     BELONGS,
@@ -37,6 +37,8 @@ from .invariants import (
 )
 
 Message = dict[str, Any]
+
+MARKER = load_prompt("truncated_output")
 
 
 def calls(*ids: str) -> Message:
@@ -93,7 +95,7 @@ def raw(*indices: int) -> list[Message]:
 
 
 def truncated(index: int) -> Message:
-    return truncate_message(RAW[index], keep_tokens=40, original_tokens=250)
+    return truncate_message(RAW[index], keep_tokens=40, original_tokens=250, marker=MARKER)
 
 
 # -- correct rewrites pass ------------------------------------------------------------------------
@@ -140,7 +142,7 @@ def test_a_message_of_another_conversation_is_caught() -> None:
 def test_another_conversations_tool_output_is_caught() -> None:
     """A truncated output of a sibling's call (issue 11, item 1) is no message of this one."""
     foreign = truncate_message(
-        result("c9", "[t000001-0050] " + LONG), keep_tokens=40, original_tokens=250
+        result("c9", "[t000001-0050] " + LONG), keep_tokens=40, original_tokens=250, marker=MARKER
     )
     sent = [*raw(0, 1), summary(), *raw(6, 7, 8, 9), foreign]
     with pytest.raises(AssertionError, match=rf"\[{VALID}\]|\[{BELONGS}\]"):

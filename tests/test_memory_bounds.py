@@ -17,6 +17,7 @@ from summarizer.core.caches import ChainCache
 from summarizer.core.checkpoints import Checkpoint
 from summarizer.core.engine import ContextEngine
 from summarizer.core.results import SummarizeCall, SummaryOutcome
+from summarizer.library.engines import engine_for
 from summarizer.stores import MemoryStore, SQLiteStore
 
 
@@ -60,7 +61,7 @@ def test_the_latest_checkpoint_memo_is_bounded_by_default() -> None:
 
 def test_a_session_evicted_from_the_memo_is_rewritten_from_the_store() -> None:
     context = ContextManager(summarizer=summarize, **CONFIG)
-    context.engine = ContextEngine(
+    context.engine = engine_for(
         context.config, context.store, calibration=context.engine.calibration, memo_size=3
     )
     ids = compact_sessions(context, 10)

@@ -13,8 +13,11 @@ from summarizer.core.config import PinRule
 from summarizer.core.errors import BudgetExceeded
 from summarizer.core.messages import group_units, message_text
 from summarizer.core.planner import ViewItem, cut_outputs, plan_compaction, summary_request_end
+from summarizer.loaders.prompts import load_prompt
 
 from .conftest import tool_turn
+
+MARKER = load_prompt("truncated_output")
 
 
 def words(message: Mapping[str, Any]) -> int:
@@ -39,6 +42,7 @@ def plan(messages: list[dict[str, Any]], **kw: Any) -> Any:
         target_tokens=200,
         keep_recent_tokens=60,
         count=words,
+        truncation_marker=MARKER,
     )
     args.update(kw)
     view = kw.pop("view", None) or view_of(messages)
@@ -177,7 +181,7 @@ def test_cuts_the_largest_outputs_of_a_final_turn_that_does_not_fit() -> None:
     view = view_of(messages)
     size = 3 + sum(item.tokens for item in view)
     cuts, reached = cut_outputs(
-        view, result.final_cuts, size=size, goal=600, count=words, version="v1"
+        view, result.final_cuts, size=size, goal=600, count=words, marker=MARKER
     )
     assert set(cuts) == {3, 4} and reached == result.estimated_tokens  # never the small one
 
@@ -193,7 +197,7 @@ def test_cuts_a_single_oversized_output_to_head_and_tail() -> None:
     assert result.final_cuts == [3] and 500 < result.estimated_tokens <= 1_000
     view = view_of(messages)
     size = 3 + sum(item.tokens for item in view)
-    cuts, _ = cut_outputs(view, [3], size=size, goal=1_000, count=words, version="v1")
+    cuts, _ = cut_outputs(view, [3], size=size, goal=1_000, count=words, marker=MARKER)
     cut = cuts[3]["content"]
     assert cut.startswith("w0 w1") and cut.rstrip().endswith("w1999")
     assert "elided by summarizer" in cut

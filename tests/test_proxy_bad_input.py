@@ -25,8 +25,8 @@ import pytest
 from summarizer.core.checkpoints import Checkpoint
 from summarizer.core.messages import canonical_json, message_digest
 from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.core.tokens import make_counter
 from summarizer.library.manager import ContextManager
+from summarizer.loaders.tokenizers import make_counter
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.body import NestingTooDeep, outgoing_body, parse_body
 from summarizer.proxy.settings import Settings

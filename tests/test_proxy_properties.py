@@ -26,7 +26,7 @@ from hypothesis.stateful import initialize, precondition, rule, run_state_machin
 
 from summarizer import ContextManager
 from summarizer.core.messages import content_text
-from summarizer.core.tokens import make_counter
+from summarizer.loaders.tokenizers import make_counter
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.headers import credential_namespace
 from summarizer.proxy.settings import Settings

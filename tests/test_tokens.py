@@ -30,9 +30,8 @@ from summarizer.core.tokens import (
     encoding_for_model,
     image_size,
     image_tokens,
-    make_counter,
 )
-from summarizer.loaders.tokenizers import load_encoding
+from summarizer.loaders.tokenizers import load_encoding, make_counter
 
 O200K = "o200k_base"
 CL100K = "cl100k_base"
@@ -44,7 +43,7 @@ def enc_len(text: str, encoding: str = O200K) -> int:
 
 @pytest.fixture
 def counter() -> TiktokenCounter:
-    return TiktokenCounter(O200K)
+    return TiktokenCounter(load_encoding(O200K))
 
 
 # The cookbook's example conversation ("How to count tokens with tiktoken", section 6). The
@@ -135,12 +134,12 @@ COOKBOOK_TOOL_MESSAGES: list[dict[str, Any]] = [
     ],
 )
 def test_count_text_is_exact(encoding: str, text: str) -> None:
-    assert TiktokenCounter(encoding).count_text(text) == enc_len(text, encoding)
+    assert TiktokenCounter(load_encoding(encoding)).count_text(text) == enc_len(text, encoding)
 
 
 @pytest.mark.parametrize(("encoding", "published"), [(O200K, 124), (CL100K, 129)])
 def test_cookbook_conversation_matches_published_count(encoding: str, published: int) -> None:
-    assert TiktokenCounter(encoding).count_messages(COOKBOOK_MESSAGES) == published
+    assert TiktokenCounter(load_encoding(encoding)).count_messages(COOKBOOK_MESSAGES) == published
 
 
 def test_message_count_is_fields_plus_overheads(counter: TiktokenCounter) -> None:
@@ -320,7 +319,7 @@ def test_remote_image_estimates(counter: TiktokenCounter) -> None:
 def test_png_data_url_dimensions_are_read() -> None:
     tiny = png_bytes(16, 16)
     assert image_size(tiny) == (16, 16)
-    counter = TiktokenCounter(O200K)
+    counter = TiktokenCounter(load_encoding(O200K))
     assert image_part_tokens(counter, data_url(tiny), "high") == 85 + 170
     assert image_part_tokens(counter, data_url(tiny), "low") == 85
     # 1600x800 -> shortest side 800 > 768 -> 1536x768 -> 3 x 2 tiles.
@@ -371,7 +370,7 @@ def conversation(turns: int) -> list[dict[str, Any]]:
 
 
 def test_repeated_conversation_hits_cache_and_only_new_messages_miss() -> None:
-    counter = TiktokenCounter(O200K)
+    counter = TiktokenCounter(load_encoding(O200K))
     messages = conversation(10)
     first = counter.count_messages(messages)
     info = counter.cache_info()
@@ -391,17 +390,17 @@ def test_repeated_conversation_hits_cache_and_only_new_messages_miss() -> None:
 
 
 def test_cache_is_bounded() -> None:
-    counter = TiktokenCounter(O200K, cache_size=3)
+    counter = TiktokenCounter(load_encoding(O200K), cache_size=3)
     counter.count_messages(conversation(5))
     assert counter.cache_info().size == 3
     with pytest.raises(ConfigurationError):
-        TiktokenCounter(O200K, cache_size=-1)
+        TiktokenCounter(load_encoding(O200K), cache_size=-1)
 
 
 def test_counting_is_thread_safe() -> None:
-    counter = TiktokenCounter(O200K, cache_size=50)
+    counter = TiktokenCounter(load_encoding(O200K), cache_size=50)
     messages = conversation(40)
-    expected = TiktokenCounter(O200K).count_messages(messages)
+    expected = TiktokenCounter(load_encoding(O200K)).count_messages(messages)
     results: list[int] = []
     lock = threading.Lock()
 
@@ -425,7 +424,7 @@ def test_counting_is_thread_safe() -> None:
 
 @pytest.mark.parametrize(("encoding", "published"), [(O200K, 101), (CL100K, 105)])
 def test_cookbook_tools_example_matches_published_count(encoding: str, published: int) -> None:
-    counter = TiktokenCounter(encoding)
+    counter = TiktokenCounter(load_encoding(encoding))
     total = counter.count_messages(COOKBOOK_TOOL_MESSAGES) + counter.count_tools(COOKBOOK_TOOLS)
     assert total == published
 

@@ -237,7 +237,7 @@ def count(
     """Count the prompt tokens of a conversation, offline."""
     from ..core.errors import SummarizerError
     from ..core.messages import validate_messages
-    from ..core.tokens import make_counter
+    from ..loaders.tokenizers import make_counter
 
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))

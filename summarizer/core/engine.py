@@ -37,6 +37,7 @@ from .errors import BudgetExceeded, SummaryFailed
 from .facts import Fact
 from .messages import Message, first_index, message_digest, validate_messages
 from .planner import Plan, ViewItem, cut_outputs, plan_compaction
+from .prompt_set import PromptSet
 from .results import (
     CompactionEvent,
     PrepareResult,
@@ -46,7 +47,7 @@ from .results import (
     Trigger,
 )
 from .summaries import FRAME_TOKENS, RunRequest, RunSummary, anchor_of, summarize_run
-from .tokens import REPLY_PRIMING_TOKENS, Calibration, TokenCounter, make_counter
+from .tokens import REPLY_PRIMING_TOKENS, Calibration, TokenCounter
 
 logger = logging.getLogger("summarizer")
 
@@ -129,6 +130,8 @@ class ContextEngine:
         config: CompactionConfig,
         store: Store,
         *,
+        prompts: PromptSet,
+        counter_for: Callable[[str], TokenCounter],
         namespace: str = "",
         calibration: Calibration | None = None,
         on_compaction: Callable[[CompactionEvent], None] | None = None,
@@ -136,6 +139,8 @@ class ContextEngine:
     ) -> None:
         self.config = config
         self.store = store
+        self.prompts = prompts
+        self.counter_for = counter_for
         self.namespace = namespace
         self.calibration = calibration or Calibration()
         self.on_compaction = on_compaction
@@ -171,9 +176,7 @@ class ContextEngine:
         budget = resolve_budget(
             self.config, model, requested_output=requested_output_tokens(request)
         )
-        counter = make_counter(
-            model, tokenizer=self.config.tokenizer, encoding_overrides=self.config.encodings
-        )
+        counter = self.counter_for(model)
         # Only what is new since this conversation was last seen is validated and hashed.
         digests, chain = self._chains.digests_and_chain(
             raw, check=lambda start: validate_messages(raw, start=start)
@@ -314,7 +317,7 @@ class ContextEngine:
                 keep_recent_tokens=config.keep_recent_tokens,
                 pins=config.pin,
                 count=located.counter.count_message,
-                prompt_version=config.prompt_version,
+                truncation_marker=self.prompts.truncated_output,
             )
         except BudgetExceeded as exc:
             raise _calibrated(exc, ratio, limit, budget) from None
@@ -421,6 +424,7 @@ class ContextEngine:
                 ledger_cap=ledger_cap,
                 cap_key=cap_key,
                 session=located.session,
+                prompts=self.prompts,
             )
             anchor = anchor_of(located.view, run, first_user)
             summary = yield from summarize_run(
@@ -451,7 +455,7 @@ class ContextEngine:
             size=size,
             goal=limit,
             count=located.counter.count_message,
-            version=self.config.prompt_version,
+            marker=self.prompts.truncated_output,
         )
         if cuts and "truncate_tool_output" not in plan.degraded:
             plan.degraded.append("truncate_tool_output")

@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..loaders.prompts import render_prompt
 from .config import PinRule
 from .errors import BudgetExceeded
 from .messages import INSTRUCTION_ROLES, Message, Unit, group_units, message_text
@@ -204,7 +203,7 @@ def plan_compaction(
     keep_recent_tokens: int | None,
     pins: Sequence[PinRule] = (),
     count: CountFn,
-    prompt_version: str = "v1",
+    truncation_marker: str,
 ) -> Plan:
     """Plan a compaction of ``view`` that lands under ``target_tokens`` if it can, under
     ``trigger_tokens`` if it must degrade, and never over ``limit_tokens`` (else
@@ -223,7 +222,14 @@ def plan_compaction(
     goals = (target_tokens, trigger_tokens, limit_tokens)
     cut = _initial_cut(layout, fixed_tokens, summary_tokens, target_tokens, keep_recent_tokens)
     plan = _plan(
-        layout, cut, fixed_tokens, summary_tokens, min_summary_tokens, goals, count, prompt_version
+        layout,
+        cut,
+        fixed_tokens,
+        summary_tokens,
+        min_summary_tokens,
+        goals,
+        count,
+        truncation_marker,
     )
     last_resort = last_resort_summary_tokens or min_summary_tokens
     if plan.estimated_tokens > limit_tokens and last_resort < plan.summary_tokens:
@@ -235,7 +241,7 @@ def plan_compaction(
             last_resort,
             goals,
             count,
-            prompt_version,
+            truncation_marker,
         )
     if plan.estimated_tokens > limit_tokens:
         raise BudgetExceeded(
@@ -256,7 +262,7 @@ def _plan(
     floor: int,
     goals: tuple[int, int, int],
     count: CountFn,
-    version: str,
+    marker: str,
 ) -> Plan:
     """The levers in order: the summary allowance (down to ``floor``), then the tail, toward the
     target; then, over the trigger, cutting kept tool outputs (the final turn's only to fit the
@@ -281,7 +287,7 @@ def _plan(
         estimated_tokens=size,
     )
     if size > trigger:
-        _degrade(plan, layout, goal=trigger, limit=limit, count=count, version=version)
+        _degrade(plan, layout, goal=trigger, limit=limit, count=count, marker=marker)
     return plan
 
 
@@ -338,7 +344,7 @@ def _tool_outputs(view: Sequence[ViewItem], indices: Sequence[int]) -> list[int]
 
 
 def truncate_message(
-    message: Message, *, keep_tokens: int, original_tokens: int, version: str = "v1"
+    message: Message, *, keep_tokens: int, original_tokens: int, marker: str
 ) -> Message:
     """A copy of a tool message cut to its head and tail, about ``keep_tokens`` tokens in all."""
     text = message_text(message)
@@ -347,16 +353,14 @@ def truncate_message(
     keep_chars = max(0, int(keep_tokens * chars_per_token))
     head = text[: keep_chars // 2]
     tail = text[len(text) - keep_chars // 2 :] if keep_chars // 2 else ""
-    marker = render_prompt(
-        "truncated_output", version, elided_tokens=max(0, original_tokens - keep_tokens)
-    )
+    note = marker.format(elided_tokens=max(0, original_tokens - keep_tokens))
     replaced = dict(message)
-    replaced["content"] = head + marker + tail
+    replaced["content"] = head + note + tail
     return replaced
 
 
 def _degrade(
-    plan: Plan, layout: _Layout, *, goal: int, limit: int, count: CountFn, version: str
+    plan: Plan, layout: _Layout, *, goal: int, limit: int, count: CountFn, marker: str
 ) -> None:
     """Bring ``plan`` toward ``goal`` by cutting kept tool outputs to their head and tail,
     largest first, each at most once. The final unit's outputs are cut only when nothing else
@@ -368,7 +372,7 @@ def _degrade(
     outputs = _tool_outputs(view, _kept_indices(plan, layout))
     earlier = [i for i in outputs if i not in final]
     cuts, plan.estimated_tokens = cut_outputs(
-        view, earlier, size=plan.estimated_tokens, goal=goal, count=count, version=version
+        view, earlier, size=plan.estimated_tokens, goal=goal, count=count, marker=marker
     )
     plan.overrides.update(cuts)
     if cuts:
@@ -381,7 +385,7 @@ def _degrade(
             size=plan.estimated_tokens,
             goal=limit,
             count=count,
-            version=version,
+            marker=marker,
         )
 
 
@@ -392,7 +396,7 @@ def cut_outputs(
     size: int,
     goal: int,
     count: CountFn,
-    version: str,
+    marker: str,
 ) -> tuple[dict[int, Message], int]:
     """Tool outputs of ``view`` (indices ``outputs``) cut to their head and tail, largest
     first, each at most once, until a request of ``size`` tokens is down to ``goal``: the
@@ -406,7 +410,7 @@ def cut_outputs(
         if keep >= view[i].tokens:
             continue
         replaced = truncate_message(
-            view[i].message, keep_tokens=keep, original_tokens=view[i].tokens, version=version
+            view[i].message, keep_tokens=keep, original_tokens=view[i].tokens, marker=marker
         )
         new_tokens = count(replaced)
         if new_tokens < view[i].tokens:

@@ -13,18 +13,17 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..loaders.prompts import render_prompt
 from .checkpoints import Slot
 from .config import CompactionConfig
 from .facts import Fact, extract_facts, merge_ledger, render_ledger, score_summary
 from .messages import INSTRUCTION_ROLES, Message, message_text
 from .planner import ViewItem, summary_request_end
+from .prompt_set import PromptSet
 from .results import SummarizeCall, SummaryOutcome
 from .summary_request import (
     build_summary_request,
     cut_at_sentence,
     strict_instruction,
-    summary_instruction,
     summary_message,
     summary_problem,
 )
@@ -62,6 +61,7 @@ class RunRequest:
     ledger_cap: int
     cap_key: str
     session: str
+    prompts: PromptSet
 
 
 @dataclass(frozen=True)
@@ -111,11 +111,9 @@ def summarize_run(
         max_tokens=request.ledger_cap,
         count_tokens=counter.count_text,
     )
-    version = config.prompt_version
+    prompts = request.prompts
     instruction = (
-        summary_instruction(version)
-        if anchor is None
-        else render_prompt("self_summary_since", version, anchor=anchor)
+        prompts.self_summary if anchor is None else prompts.self_summary_since.format(anchor=anchor)
     )
     # Room for the summary request's messages, in counted tokens, with a 2% margin.
     room = 0
@@ -156,9 +154,7 @@ def summarize_run(
             counter,
         )
     if text is None:
-        text_used = render_prompt(
-            "fallback_summary",
-            version,
+        text_used = prompts.fallback_summary.format(
             reason=failure,
             message_count=len(raw_span),
             original_tokens=sum(view[i].tokens for i in request.run),
@@ -166,7 +162,7 @@ def summarize_run(
         score = None
     else:
         text_used = text
-    message = summary_message(text_used, render_ledger(facts), version)
+    message = summary_message(text_used, render_ledger(facts), prompts.summary_frame)
     first, last = view[request.run.start], view[request.run.stop - 1]
     start, end_raw = first.raw_range[0], last.raw_range[1]
     slot = Slot(
@@ -210,17 +206,18 @@ def _ask(
     if outcome.error is None:
         missed = [f.text for f in score_summary(text or "", facts).missed]
         max_words = int(cap * 0.6)
-        strict = (
-            strict_instruction(config.prompt_version, max_words=max_words, required_facts=missed)
-            if anchor is None
-            else render_prompt(
-                "self_summary_since_strict",
-                config.prompt_version,
-                anchor=anchor,
-                max_words=max_words,
-                required_facts="; ".join(missed[:40]) if missed else "(none listed)",
+        prompts = request.prompts
+        if anchor is None:
+            strict = strict_instruction(
+                prompts.self_summary_strict, max_words=max_words, required_facts=missed
             )
-        )
+        else:
+            strict = strict_instruction(
+                prompts.self_summary_since_strict,
+                max_words=max_words,
+                required_facts=missed,
+                anchor=anchor,
+            )
         retry_body = dict(body)
         retry_body["messages"] = [*prefix, {"role": "user", "content": strict}]
         outcome = yield SummarizeCall(body=retry_body, attempt="strict")

@@ -12,7 +12,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..loaders.prompts import load_prompt, render_prompt
 from .messages import Message
 
 SUMMARY_SECTIONS = (
@@ -52,22 +51,20 @@ def build_summary_request(
     return body
 
 
-def summary_instruction(version: str) -> str:
-    """The appended instruction that asks the model to summarize its own work."""
-    return load_prompt("self_summary", version)
-
-
-def strict_instruction(version: str, *, max_words: int, required_facts: Sequence[str]) -> str:
-    """The instruction for the one retry after an empty, over-long or fact-poor summary."""
+def strict_instruction(
+    template: str, *, max_words: int, required_facts: Sequence[str], **fields: str
+) -> str:
+    """The instruction for the one retry after an empty, over-long or fact-poor summary, from
+    ``template`` (``PromptSet.self_summary_strict`` or its ``since`` twin, whose ``anchor`` goes in
+    ``fields``)."""
     facts = "; ".join(required_facts[:40]) if required_facts else "(none listed)"
-    return render_prompt("self_summary_strict", version, max_words=max_words, required_facts=facts)
+    return template.format(max_words=max_words, required_facts=facts, **fields)
 
 
-def summary_message(summary: str, ledger_text: str, version: str) -> Message:
-    """The user message that replaces the compacted span: framing, summary, fact ledger."""
-    content = render_prompt(
-        "summary_frame", version, summary=summary.strip(), ledger=ledger_text.strip()
-    ).rstrip()
+def summary_message(summary: str, ledger_text: str, frame: str) -> Message:
+    """The user message that replaces the compacted span: ``frame`` (``PromptSet.summary_frame``)
+    around the summary and the fact ledger."""
+    content = frame.format(summary=summary.strip(), ledger=ledger_text.strip()).rstrip()
     return {"role": "user", "content": content}
 
 

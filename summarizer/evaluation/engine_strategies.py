@@ -31,17 +31,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.config import CompactionConfig
-from ..core.engine import ContextEngine, drive_sync
+from ..core.engine import drive_sync
 from ..core.errors import BudgetExceeded
 from ..core.messages import message_text
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from ..core.summary_request import (
     cut_at_sentence,
-    summary_instruction,
     summary_message,
     summary_problem,
 )
 from ..core.tokens import TokenCounter
+from ..library.engines import engine_for
 from ..loaders.prompts import load_prompt, render_prompt
 from ..stores import MemoryStore
 from .compaction import Compaction, CompactionInput, OneRowPerCase, SummaryClient, finish
@@ -71,7 +71,7 @@ def engine_config(
     budget = job.budget_tokens
     window = job.context_window
     if window is None:
-        instruction = job.counter.count_text(summary_instruction(job.prompt_version))
+        instruction = job.counter.count_text(load_prompt("self_summary", job.prompt_version))
         # The engine carries the whole view in the summary request when it fits
         # ``window - max_summary - instruction - 64`` with a 2% margin.
         window = math.ceil(job.tokens_before * 1.03) + max_summary_tokens + instruction + 128
@@ -99,7 +99,7 @@ def run_engine(
     refused here as ``BudgetExceeded``, the evaluation's "infeasible".
     """
     store = MemoryStore()
-    engine = ContextEngine(config, store)
+    engine = engine_for(config, store)
     located = engine.locate(
         job.case.messages, model=job.agent_model, tools=job.case.tools, session="eval"
     )
@@ -326,7 +326,9 @@ class FromScratch(OneRowPerCase):
             if problem == "too_long":
                 text = cut_at_sentence(text, job.max_summary_tokens, counter.count_text)
                 notes.append("summary_cut")
-            messages[position] = summary_message(text, "", job.prompt_version)
+            messages[position] = summary_message(
+                text, "", load_prompt("summary_frame", job.prompt_version)
+            )
             texts.append(text)
         if not texts:
             return finish(job, messages, calls=calls, failure="empty", notes=notes)

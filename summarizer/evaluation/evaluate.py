@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..core.errors import BudgetExceeded, SummarizerError
-from ..core.tokens import make_counter
 from ..loaders.prompts import DEFAULT_VERSION
+from ..loaders.tokenizers import make_counter
 from .compaction import CompactionInput, Strategy, SummaryClient, request_tokens
 from .dataset import Case
 from .metrics import compression_ratio, context_text, extracted_fact_recall, gold_fact_recall

@@ -22,7 +22,7 @@ from typing import Any
 from ..core.messages import Message, group_units, leading_instructions
 from ..core.summary_request import summary_message
 from ..core.tokens import TokenCounter
-from ..loaders.prompts import render_prompt
+from ..loaders.prompts import load_prompt, render_prompt
 from .compaction import (
     Compaction,
     CompactionInput,
@@ -193,6 +193,6 @@ class Given:
             raise ValueError(f"case {job.case.id!r} has no given summary named {job.variant!r}")
         messages = job.case.messages
         head = min(leading_instructions(messages), given.covers)
-        inserted = summary_message(given.text, "", job.prompt_version)
+        inserted = summary_message(given.text, "", load_prompt("summary_frame", job.prompt_version))
         out = [*messages[:head], inserted, *messages[given.covers :]]
         return finish(job, out, summary=given.text)

@@ -20,12 +20,13 @@ from typing import Any, NamedTuple
 import openai
 
 from ..core.config import CompactionConfig
-from ..core.engine import ContextEngine, Located, drive_async, drive_sync
+from ..core.engine import Located, drive_async, drive_sync
 from ..core.errors import ConfigurationError
 from ..core.messages import Message
 from ..core.results import CompactionEvent, PrepareResult, SummarizeCall, SummaryOutcome, Trigger
 from ..core.tokens import Calibration
 from ..stores import Store, open_store
+from .engines import engine_for
 from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 
 SyncSummarizer = Callable[[SummarizeCall], SummaryOutcome]
@@ -122,7 +123,7 @@ class ContextManager:
             if store is not None and not isinstance(store, (str, PathLike))
             else open_store(store)
         )
-        self.engine = ContextEngine(
+        self.engine = engine_for(
             self.config, self.store, calibration=Calibration(), on_compaction=on_compaction
         )
         self._sync: SyncSummarizer | None = summarizer

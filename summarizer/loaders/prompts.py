@@ -11,6 +11,7 @@ import functools
 from pathlib import Path
 
 from ..core.errors import ConfigurationError
+from ..core.prompt_set import PromptSet
 
 DEFAULT_VERSION = "v1"
 
@@ -37,3 +38,14 @@ def load_prompt(name: str, version: str = DEFAULT_VERSION) -> str:
 def render_prompt(name: str, version: str = DEFAULT_VERSION, **fields: object) -> str:
     """Prompt ``name`` with its ``{field}`` placeholders filled in."""
     return load_prompt(name, version).format(**fields)
+
+
+def load_prompt_set(version: str = DEFAULT_VERSION) -> PromptSet:
+    """Every prompt the core fills in, at ``version``."""
+    return _prompt_set(version)
+
+
+@functools.cache
+def _prompt_set(version: str) -> PromptSet:
+    texts = {name: load_prompt(name, version) for name in PromptSet.names()}
+    return PromptSet(version=version, **texts)

@@ -20,12 +20,20 @@ import hashlib
 import os
 import tempfile
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import TokenizerUnavailable
+from ..core.tokens import (
+    APPROXIMATE,
+    ApproximateCounter,
+    TiktokenCounter,
+    TokenCounter,
+    encoding_for_model,
+)
 
 if TYPE_CHECKING:
     import tiktoken
@@ -187,3 +195,45 @@ def load_encoding(name: str) -> tiktoken.Encoding:
         )
         _loaded[name] = encoding
         return encoding
+
+
+CounterFactory = Callable[[str], TokenCounter]
+"""The token counter for a model name: what the core is given to count with."""
+
+_shared_lock = threading.Lock()
+_shared: dict[str, TokenCounter] = {}
+
+
+def make_counter(
+    model: str,
+    *,
+    tokenizer: str | None = None,
+    encoding_overrides: Mapping[str, str] | None = None,
+) -> TokenCounter:
+    """The process-wide counter for ``model``, shared per encoding so caches are reused.
+
+    ``tokenizer``: None chooses by model (``encoding_for_model``); a tiktoken encoding name forces
+    it; ``"approximate"`` opts in to ``ApproximateCounter``. An encoding that cannot be loaded
+    offline raises ``TokenizerUnavailable``.
+    """
+    name = tokenizer if tokenizer is not None else encoding_for_model(model, encoding_overrides)
+    with _shared_lock:
+        counter = _shared.get(name)
+        if counter is None:
+            if name == APPROXIMATE:
+                counter = ApproximateCounter()
+            else:
+                counter = TiktokenCounter(load_encoding(name))
+            _shared[name] = counter
+        return counter
+
+
+def counter_factory(
+    tokenizer: str | None = None, encoding_overrides: Mapping[str, str] | None = None
+) -> CounterFactory:
+    """``make_counter`` with a configuration's ``tokenizer`` and ``encodings`` bound."""
+
+    def counter_for(model: str) -> TokenCounter:
+        return make_counter(model, tokenizer=tokenizer, encoding_overrides=encoding_overrides)
+
+    return counter_for
