@@ -455,19 +455,20 @@ def cache_footprints(
     """Bytes per cache, measured in this process with the proxy's engine and configuration.
 
     ``sessions`` sessions go through a ``ContextManager`` configured as ``summarizer serve`` is
-    (its ``Settings.compaction_config()``, a SQLite store), each parsed from its request bytes
+    (its ``Settings.compaction``, a SQLite store), each parsed from its request bytes
     as the proxy parses it, under ``tracemalloc``. Then each cache is emptied in turn and the
     traced memory it frees is its footprint: the chain cache first, then the token counts
     (which so count the message digests they share with it, as they do for every conversation
     the chain cache has evicted), then the latest-checkpoint memo.
     """
     settings = Settings(context_window=window, max_summary_tokens=summary_tokens)
-    config = settings.compaction_config().model_dump(exclude_unset=True)
     counter = make_counter(MODEL)
     if not isinstance(counter, TiktokenCounter):
         raise RuntimeError(f"{MODEL} is not counted with tiktoken here: {counter!r}")
     with tempfile.TemporaryDirectory() as folder:
-        context = ContextManager(store=Path(folder) / "c.db", summarizer=_summarize, **config)
+        context = ContextManager(
+            store=Path(folder) / "c.db", summarizer=_summarize, config=settings.compaction
+        )
         engine = context.engine
 
         def send(index: int) -> None:

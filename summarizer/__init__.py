@@ -5,8 +5,11 @@ It tracks each request's token budget, has the model summarize its own work at a
 whole prefix), keeps prompts append-only between compactions, and scores whether each summary
 kept the key facts.
 
-Library entry points: ``wrap(client, **config)`` and ``ContextManager(**config)``. Importing the
-package is cheap: the names below load their modules on first use.
+Library entry points: ``wrap(client, **config)`` and ``ContextManager(**config)`` (or
+``config=CompactionConfig(...)``). Exported beside them: what their hooks take and return
+(``SummarizeCall`` and ``SummaryOutcome`` for ``summarizer=``, ``CompactionEvent`` for
+``on_compaction``), the results, the stores, and every error class. Importing the package is
+cheap: the names below load their modules on first use.
 """
 
 from __future__ import annotations
@@ -23,14 +26,17 @@ _EXPORTS = {
     "CompactionEvent": "core.results",
     "ConfigurationError": "core.errors",
     "ContextManager": "library.manager",
+    "ConversionError": "core.errors",
     "InvalidConversation": "core.errors",
     "MemoryStore": "stores",
     "PinRule": "core.config",
     "PrepareResult": "core.results",
     "SQLiteStore": "stores",
     "Store": "stores",
+    "SummarizeCall": "core.results",
     "SummarizerError": "core.errors",
     "SummaryFailed": "core.errors",
+    "SummaryOutcome": "core.results",
     "TokenReport": "core.results",
     "TokenizerUnavailable": "core.errors",
     "UnknownModelError": "core.errors",
@@ -44,14 +50,17 @@ __all__ = [
     "CompactionEvent",
     "ConfigurationError",
     "ContextManager",
+    "ConversionError",
     "InvalidConversation",
     "MemoryStore",
     "PinRule",
     "PrepareResult",
     "SQLiteStore",
     "Store",
+    "SummarizeCall",
     "SummarizerError",
     "SummaryFailed",
+    "SummaryOutcome",
     "TokenReport",
     "TokenizerUnavailable",
     "UnknownModelError",
@@ -64,13 +73,20 @@ if TYPE_CHECKING:
     from .core.errors import (
         BudgetExceeded,
         ConfigurationError,
+        ConversionError,
         InvalidConversation,
         SummarizerError,
         SummaryFailed,
         TokenizerUnavailable,
         UnknownModelError,
     )
-    from .core.results import CompactionEvent, PrepareResult, TokenReport
+    from .core.results import (
+        CompactionEvent,
+        PrepareResult,
+        SummarizeCall,
+        SummaryOutcome,
+        TokenReport,
+    )
     from .library.manager import ContextManager
     from .library.wrapping import wrap
     from .stores import MemoryStore, SQLiteStore, Store

@@ -399,7 +399,7 @@ class ProxyConversations(GrowingConversations):
         sent = final.messages
         fresh = ContextManager(
             store=self.servers.db,
-            **self.servers.settings.compaction_config().model_dump(exclude_unset=True),
+            config=self.servers.settings.compaction,
         )
         try:
             again = fresh.unchanged(
@@ -411,7 +411,7 @@ class ProxyConversations(GrowingConversations):
             )
         finally:
             fresh.close()
-        trigger = int((WINDOW - RESERVE) * self.servers.settings.trigger_ratio)
+        trigger = int((WINDOW - RESERVE) * self.servers.settings.compaction.trigger_ratio)
         check_same_as_fresh(
             sent,
             again.messages if again is not None else None,

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 from platformdirs import user_state_path
 from pydantic import SecretStr
+from typer.testing import CliRunner
 
+from summarizer.cli.main import app
 from summarizer.core.config import CompactionConfig
 from summarizer.core.errors import ConfigurationError
-from summarizer.proxy.settings import DEFAULT_UPSTREAM, Settings
+from summarizer.proxy.settings import COMPACTION_SETTINGS, DEFAULT_UPSTREAM, Settings
 
 SECRET = "sk-test-0123456789abcdefSECRET"
 
@@ -25,12 +27,12 @@ def test_defaults() -> None:
     assert settings.upstream == DEFAULT_UPSTREAM == "https://api.openai.com/v1"
     assert settings.upstream_api_key is None
     assert settings.db is None
-    assert settings.context_window is None
-    assert settings.trigger_ratio == 0.8
-    assert settings.target_ratio == 0.4
-    assert settings.keep_recent_tokens is None
-    assert settings.max_summary_tokens == 2000
-    assert settings.summary_model is None
+    assert settings.compaction.context_window is None
+    assert settings.compaction.trigger_ratio == 0.8
+    assert settings.compaction.target_ratio == 0.4
+    assert settings.compaction.keep_recent_tokens is None
+    assert settings.compaction.max_summary_tokens == 2000
+    assert settings.compaction.summary_model is None
     assert settings.log_format == "text"
     assert settings.log_level == "info"
     assert settings.max_body_bytes == 32 * 1024 * 1024
@@ -62,12 +64,12 @@ def test_env_vars_are_read_and_coerced() -> None:
     assert settings.port == 9000
     assert settings.upstream == "http://localhost:4000/v1"
     assert settings.db == Path("/tmp/x.db")
-    assert settings.context_window == 128000
-    assert settings.trigger_ratio == 0.9
-    assert settings.target_ratio == 0.5
-    assert settings.keep_recent_tokens == 0
-    assert settings.max_summary_tokens == 1500
-    assert settings.summary_model == "gpt-4o-mini"
+    assert settings.compaction.context_window == 128000
+    assert settings.compaction.trigger_ratio == 0.9
+    assert settings.compaction.target_ratio == 0.5
+    assert settings.compaction.keep_recent_tokens == 0
+    assert settings.compaction.max_summary_tokens == 1500
+    assert settings.compaction.summary_model == "gpt-4o-mini"
     assert settings.log_format == "json"
     assert settings.log_level == "debug"
     assert settings.max_body_bytes == 1024
@@ -88,7 +90,7 @@ def test_flags_win_over_env() -> None:
         summary_model="flag-model",
     )
     assert settings.port == 9100
-    assert settings.summary_model == "flag-model"
+    assert settings.compaction.summary_model == "flag-model"
 
 
 def test_none_overrides_do_not_mask_env() -> None:
@@ -99,7 +101,7 @@ def test_none_overrides_do_not_mask_env() -> None:
         upstream=None,
     )
     assert settings.port == 9000
-    assert settings.context_window == 1000
+    assert settings.compaction.context_window == 1000
     assert settings.upstream == DEFAULT_UPSTREAM
 
 
@@ -226,10 +228,18 @@ def test_explicit_db_path_is_returned() -> None:
     assert Settings.from_env({}, db="/tmp/summarizer.db").db_path() == Path("/tmp/summarizer.db")
 
 
-# -- compaction_config ----------------------------------------------------------------------------
+# -- the embedded compaction configuration ------------------------------------------------------
 
 
-def test_compaction_config_carries_the_settings() -> None:
+def test_compaction_fields_are_declared_once_in_compaction_config() -> None:
+    # Settings takes them (flat, as flags and variables) but does not re-declare them: their
+    # types, bounds and defaults are CompactionConfig's alone.
+    assert set(COMPACTION_SETTINGS) <= set(CompactionConfig.model_fields)
+    assert set(COMPACTION_SETTINGS).isdisjoint(Settings.model_fields)
+    assert Settings.model_fields["compaction"].annotation is CompactionConfig
+
+
+def test_compaction_settings_from_env_reach_the_config() -> None:
     settings = Settings.from_env(
         {
             "SUMMARIZER_CONTEXT_WINDOW": "64000",
@@ -240,20 +250,59 @@ def test_compaction_config_carries_the_settings() -> None:
             "SUMMARIZER_SUMMARY_MODEL": "gpt-4o-mini",
         }
     )
-    config = settings.compaction_config()
-    assert isinstance(config, CompactionConfig)
-    assert config.context_window == 64000
-    assert config.trigger_ratio == 0.7
-    assert config.target_ratio == 0.3
-    assert config.keep_recent_tokens == 5000
-    assert config.max_summary_tokens == 800
-    assert config.summary_model == "gpt-4o-mini"
+    assert settings.compaction == CompactionConfig(
+        context_window=64000,
+        trigger_ratio=0.7,
+        target_ratio=0.3,
+        keep_recent_tokens=5000,
+        max_summary_tokens=800,
+        summary_model="gpt-4o-mini",
+    )
 
 
-def test_default_compaction_config_matches_compaction_defaults() -> None:
-    config = Settings.from_env({}).compaction_config()
+def test_compaction_flags_win_over_env_field_by_field() -> None:
+    settings = Settings.from_env(
+        {"SUMMARIZER_TRIGGER_RATIO": "0.9", "SUMMARIZER_CONTEXT_WINDOW": "1000"},
+        trigger_ratio=0.7,
+        target_ratio=None,
+    )
+    assert settings.compaction.trigger_ratio == 0.7
+    assert settings.compaction.context_window == 1000
+    assert settings.compaction.target_ratio == CompactionConfig().target_ratio
+
+
+def test_default_compaction_is_compaction_config_default() -> None:
+    assert Settings.from_env({}).compaction == CompactionConfig()
+
+
+def test_a_whole_compaction_config_is_kept_as_given() -> None:
+    config = CompactionConfig(context_window=8000, tokenizer="approximate", pin={"role": "system"})
+    assert Settings(compaction=config).compaction is config
+    assert Settings.from_env({}, compaction=config).compaction is config
+
+
+def test_an_env_variable_named_after_the_nested_model_is_not_read() -> None:
+    assert Settings.from_env({"SUMMARIZER_COMPACTION": "{}"}).compaction == CompactionConfig()
+
+
+def test_a_compaction_error_names_the_setting_as_the_user_gave_it() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_env({"SUMMARIZER_MAX_SUMMARY_TOKENS": "0"})
+    assert str(info.value).startswith("invalid settings: max_summary_tokens: ")
+    assert info.value.problems == (("max_summary_tokens", "Input should be greater than 0"),)
+
+
+# -- summarizer serve --help ----------------------------------------------------------------------
+
+
+def test_serve_has_a_flag_for_each_compaction_setting_stating_its_default() -> None:
+    result = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    lines = [" ".join(line.strip("│ ").split()) for line in result.output.splitlines()]
     defaults = CompactionConfig()
-    assert config.trigger_ratio == defaults.trigger_ratio
-    assert config.target_ratio == defaults.target_ratio
-    assert config.max_summary_tokens == defaults.max_summary_tokens
-    assert config.context_window is None
+    for name in COMPACTION_SETTINGS:
+        flag = "--" + name.replace("_", "-")
+        (line,) = [line for line in lines if line.startswith(flag + " ")]
+        value = getattr(defaults, name)
+        if value is not None:  # a None default is described in words ("each model's ...")
+            assert f"(default: {value})" in line, line

@@ -8,16 +8,66 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from .errors import ConfigurationError
 from .messages import tool_names
 from .model_limits import ModelLimits, lookup_limits
 
 
-class PinRule(BaseModel):
+class ConfigurationModel(BaseModel):
+    """A model of settings: invalid input raises ``ConfigurationError`` naming each field.
+
+    Never pydantic's ``ValidationError``, and without chaining it: its text repeats every input
+    value, and a setting may be a secret.
+    """
+
+    _described_as: ClassVar[str] = "configuration"
+    """What the error message calls the model (``invalid <this>: ...``)."""
+    _flattened: ClassVar[frozenset[str]] = frozenset()
+    """Fields holding a nested model whose own fields the user sets as if they were ours: their
+    name is left out of an error's path."""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            problems = tuple(p for error in exc.errors() for p in self._problems(error))
+            listed = "; ".join(
+                f"{field}: {problem}" if field else problem for field, problem in problems
+            )
+            raise ConfigurationError(
+                f"invalid {self._described_as}: {listed}", problems=problems
+            ) from None
+
+    @classmethod
+    def _problems(cls, error: ErrorDetails) -> list[tuple[str, str]]:
+        """``(field, problem)`` for one pydantic error; a nested model's own, under its path."""
+        path = ""
+        for step in error["loc"]:
+            if path or step not in cls._flattened:
+                path = _join(path, f"[{step}]" if isinstance(step, int) else step)
+        cause = error.get("ctx", {}).get("error")
+        if isinstance(cause, ConfigurationError) and cause.problems:  # a nested model's error
+            return [(_join(path, field), problem) for field, problem in cause.problems]
+        if error["type"] == "value_error":  # the validator's own words, not "Value error, ..."
+            return [(path, str(cause) if cause is not None else error["msg"])]
+        if error["type"] == "extra_forbidden":
+            return [(path, "not a known setting")]
+        return [(path, error["msg"])]
+
+
+def _join(path: str, field: str) -> str:
+    """``field`` under ``path``: ``pin[0]`` and ``tool`` make ``pin[0].tool``."""
+    if not path or not field:
+        return path or field
+    return f"{path}{field}" if field.startswith("[") else f"{path}.{field}"
+
+
+class PinRule(ConfigurationModel):
     """Keep the newest ``keep`` messages matching this rule verbatim (each with its whole unit).
 
     A rule matches when *all* its set fields match: ``role`` (exact), ``tool`` (a tool name the
@@ -27,6 +77,7 @@ class PinRule(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
+    _described_as = "pin rule"
 
     role: str | None = None
     tool: str | None = None
@@ -56,13 +107,15 @@ class PinRule(BaseModel):
         return self.pattern is None or re.search(self.pattern, text) is not None
 
 
-class CompactionConfig(BaseModel):
+class CompactionConfig(ConfigurationModel):
     """When to compact and what to keep. Keyword names are part of the public contract.
 
     Ratios are fractions of the *usable* window: ``context_window - reserve_output_tokens``.
+    Invalid values raise ``ConfigurationError``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    _described_as = "compaction configuration"
 
     context_window: int | None = Field(default=None, gt=0)
     """Tokens the model accepts; default from the model registry."""

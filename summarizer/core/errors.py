@@ -23,7 +23,16 @@ class SummarizerError(Exception):
 
 
 class ConfigurationError(SummarizerError, ValueError):
-    """The configuration is invalid or incomplete."""
+    """The configuration is invalid or incomplete.
+
+    ``problems`` lists ``(field, problem)`` for each invalid setting when the error is about
+    given values (``field`` is a path such as ``pin[0].tool``, or empty for a rule between
+    fields); the message says the same.
+    """
+
+    def __init__(self, message: str, *, problems: tuple[tuple[str, str], ...] = ()) -> None:
+        self.problems = problems
+        super().__init__(message)
 
 
 class UnknownModelError(ConfigurationError):

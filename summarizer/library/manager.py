@@ -115,9 +115,21 @@ class ContextManager:
         store: Store | str | PathLike[str] | None = None,
         on_compaction: Callable[[CompactionEvent], None] | None = None,
         summarizer: SyncSummarizer | None = None,
-        **config: Any,
+        config: CompactionConfig | None = None,
+        **fields: Any,
     ) -> None:
-        self.config = CompactionConfig(**config)
+        """The configuration is ``config`` or its fields as keywords, not both; an invalid one
+        raises ``ConfigurationError``."""
+        if config is None:
+            config = CompactionConfig(**fields)
+        elif not isinstance(config, CompactionConfig):
+            raise ConfigurationError(f"config must be a CompactionConfig, not {type(config)!r}")
+        elif fields:
+            raise ConfigurationError(
+                f"pass config= or its fields as keywords, not both (got config= and "
+                f"{', '.join(sorted(fields))})"
+            )
+        self.config = config
         self.store: Store = (
             store
             if store is not None and not isinstance(store, (str, PathLike))

@@ -13,21 +13,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from ..core.config import CompactionConfig
-from ..core.errors import ConfigurationError
+from ..core.config import CompactionConfig, ConfigurationModel
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 ENV_PREFIX = "SUMMARIZER_"
+
+COMPACTION_SETTINGS = (
+    "context_window",
+    "trigger_ratio",
+    "target_ratio",
+    "keep_recent_tokens",
+    "max_summary_tokens",
+    "summary_model",
+)
+"""The ``CompactionConfig`` fields the proxy takes as flags, ``SUMMARIZER_*`` variables and
+keywords of ``Settings`` itself (declared, with their validation, only in ``CompactionConfig``)."""
 
 
 def default_db_path() -> Path:
@@ -50,10 +52,17 @@ def key_digest(key: str) -> str:
     return key if _DIGEST.fullmatch(key) else hash_key(key)
 
 
-class Settings(BaseModel):
-    """Everything ``summarizer serve`` and ``create_app`` need."""
+class Settings(ConfigurationModel):
+    """Everything ``summarizer serve`` and ``create_app`` need; invalid values raise
+    ``ConfigurationError``.
+
+    ``Settings(context_window=...)`` and the other ``COMPACTION_SETTINGS`` set fields of
+    ``compaction``; ``Settings(compaction=CompactionConfig(...))`` gives all of it at once.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _described_as = "settings"
+    _flattened = frozenset({"compaction"})
 
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=0, le=65535)
@@ -64,12 +73,8 @@ class Settings(BaseModel):
     """When set, sent upstream instead of the client's own ``Authorization``."""
     db: Path | None = None
     """SQLite checkpoint file; None means ``default_db_path()``; ``:memory:`` keeps nothing."""
-    context_window: int | None = Field(default=None, gt=0)
-    trigger_ratio: float = Field(default=0.8, gt=0, le=1)
-    target_ratio: float = Field(default=0.4, gt=0, lt=1)
-    keep_recent_tokens: int | None = Field(default=None, ge=0)
-    max_summary_tokens: int = Field(default=2000, gt=0)
-    summary_model: str | None = None
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    """How the proxy compacts: the configuration the ``ContextManager`` gets."""
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
@@ -87,6 +92,11 @@ class Settings(BaseModel):
     digests; a value already of that form is taken as a digest."""
     body_read_timeout: float = Field(default=30.0, gt=0)
     """Seconds to wait for each next piece of a request body before answering 408."""
+
+    def __init__(self, /, **values: Any) -> None:
+        """``values`` are the fields above, or the ``COMPACTION_SETTINGS`` given flat."""
+        # Declared so type checkers accept the flat compaction keywords, which are not fields.
+        super().__init__(**values)
 
     @field_validator("upstream")
     @classmethod
@@ -112,14 +122,20 @@ class Settings(BaseModel):
     def _lower_level(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
-    @model_validator(mode="after")
-    def _valid_compaction(self) -> Settings:
-        try:
-            self.compaction_config()
-        except ValidationError as exc:
-            problem = "; ".join(str(e["msg"]) for e in exc.errors(include_url=False))
-            raise ValueError(f"compaction settings: {problem}") from None
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_compaction_settings(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        given = {name: data[name] for name in COMPACTION_SETTINGS if name in data}
+        if not given:
+            return data
+        if "compaction" in data:
+            raise ValueError(
+                f"set {', '.join(given)} in compaction=, or as settings without it, not both"
+            )
+        rest = {name: value for name, value in data.items() if name not in given}
+        return {**rest, "compaction": given}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -132,33 +148,15 @@ class Settings(BaseModel):
         values: dict[str, Any] = {}
         if environ.get("OPENAI_BASE_URL"):
             values["upstream"] = environ["OPENAI_BASE_URL"]
-        for name in cls.model_fields:
+        for name in (*cls.model_fields.keys() - {"compaction"}, *COMPACTION_SETTINGS):
             raw = environ.get(ENV_PREFIX + name.upper())
             if raw is not None and raw != "":
                 values[name] = raw
         values.update({k: v for k, v in overrides.items() if v is not None})
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-                for e in exc.errors(include_url=False, include_input=False)
-            )
-            raise ConfigurationError(f"invalid settings: {problems}") from exc
+        return cls(**values)
 
     def db_path(self) -> Path | str:
         """Where the checkpoints live (``:memory:`` stays a string)."""
         if self.db is None:
             return default_db_path()
         return ":memory:" if str(self.db) == ":memory:" else self.db
-
-    def compaction_config(self) -> CompactionConfig:
-        """The engine's configuration for these settings."""
-        return CompactionConfig(
-            context_window=self.context_window,
-            trigger_ratio=self.trigger_ratio,
-            target_ratio=self.target_ratio,
-            keep_recent_tokens=self.keep_recent_tokens,
-            max_summary_tokens=self.max_summary_tokens,
-            summary_model=self.summary_model,
-        )

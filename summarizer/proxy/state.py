@@ -51,7 +51,7 @@ class ProxyState:
         self.context = ContextManager(
             store=self.store,
             on_compaction=self._record_compaction,
-            **settings.compaction_config().model_dump(exclude_unset=True),
+            config=settings.compaction,
         )
         self._transport = transport
         self._http: httpx2.AsyncClient | None = None

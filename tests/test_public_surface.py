@@ -1,0 +1,91 @@
+"""The package's public names are pinned: adding or removing one is a deliberate change here."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+import summarizer
+from summarizer.core import errors
+
+# Each public name, under the module that defines it (or, for the stores, the package holding
+# them): the pin covers where a name comes from as well as that it is public.
+PUBLIC_BY_MODULE = {
+    "summarizer.core.checkpoints": ["Checkpoint"],
+    "summarizer.core.config": ["CompactionConfig", "PinRule"],
+    "summarizer.core.errors": [
+        "BudgetExceeded",
+        "ConfigurationError",
+        "ConversionError",
+        "InvalidConversation",
+        "SummarizerError",
+        "SummaryFailed",
+        "TokenizerUnavailable",
+        "UnknownModelError",
+    ],
+    "summarizer.core.results": [
+        "CompactionEvent",
+        "PrepareResult",
+        "SummarizeCall",
+        "SummaryOutcome",
+        "TokenReport",
+    ],
+    "summarizer.library.manager": ["ContextManager"],
+    "summarizer.library.wrapping": ["wrap"],
+    "summarizer.stores": ["MemoryStore", "SQLiteStore", "Store"],
+}
+PUBLIC = sorted(name for names in PUBLIC_BY_MODULE.values() for name in names)
+HOME = {name: module for module, names in PUBLIC_BY_MODULE.items() for name in names}
+
+
+def test_all_is_pinned() -> None:
+    assert sorted(summarizer.__all__) == PUBLIC
+    assert len(set(summarizer.__all__)) == len(summarizer.__all__)
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_each_public_name_is_the_object_its_module_defines(name: str) -> None:
+    module = importlib.import_module(HOME[name])
+    value = getattr(summarizer, name)
+    assert value is getattr(module, name)
+    # Defined there (the stores: in a submodule of the package), not merely imported there.
+    assert value.__module__.startswith(module.__name__)
+
+
+def test_exports_table_and_all_agree() -> None:
+    assert sorted(summarizer._EXPORTS) == sorted(summarizer.__all__)
+
+
+def test_dir_lists_every_public_name() -> None:
+    assert set(PUBLIC) <= set(dir(summarizer))
+
+
+def test_every_error_class_is_exported() -> None:
+    defined = {
+        name
+        for name, value in vars(errors).items()
+        if inspect.isclass(value)
+        and issubclass(value, BaseException)
+        and value.__module__ == errors.__name__
+    }
+    assert defined
+    assert defined <= set(summarizer.__all__)
+
+
+def test_every_public_name_imports_in_a_fresh_interpreter() -> None:
+    # ``from summarizer import *`` resolves each lazy name: one that does not import fails here.
+    code = "from summarizer import *\nprint(sorted(n for n in dir() if not n.startswith('_')))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == repr(PUBLIC)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = summarizer.no_such_name  # type: ignore[attr-defined]
