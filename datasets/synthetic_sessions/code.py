@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._synthetic_project import Project, camel, pascal
+from .project import Project, camel, pascal
 
 Stmt = tuple[Any, ...]
 

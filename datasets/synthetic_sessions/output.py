@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
-from ._synthetic_code import Source
-from ._synthetic_project import Project, camel, pascal
+from .code import Source
+from .project import Project, camel, pascal
 
 
 def _root(p: Project) -> str:
