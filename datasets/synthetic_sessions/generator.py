@@ -23,8 +23,9 @@ from typing import Any
 from summarizer.evaluation.dataset import Case, GoldFact, Probe
 
 from .code import buggy_function, render_function
-from .output import compile_failure, git_log, test_run
+from .output import compile_failure, git_log
 from .project import DOMAINS, LANGUAGES, Project, make_project
+from .runner_output import test_run
 from .session import Session, filler
 
 GENERATOR = "summarizer.evaluation.synthetic"
