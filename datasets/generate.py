@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from synthetic_sessions import generate_cases
+
 from summarizer.evaluation.dataset import write_dataset
-from summarizer.evaluation.synthetic import generate_cases
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,8 +24,8 @@ from summarizer.evaluation.runner import (
 )
 from summarizer.loaders.prompts import load_prompt
 from summarizer.testing import Fault, TestUpstream
-from summarizer.testing.eval_responders import EvalResponder
 
+from .eval_responders import EvalResponder
 from .test_eval_strategies import make_case
 
 SHIPPED = Path(__file__).resolve().parent.parent / "datasets" / "coding-sessions.jsonl"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from synthetic_sessions import GENERATOR, generate_cases
 
 from summarizer.core.messages import group_units, message_text, tool_call_ids, validate_messages
 from summarizer.evaluation.dataset import Case, dump_case, load_dataset, write_dataset
-from summarizer.evaluation.synthetic import GENERATOR, generate_cases
 from summarizer.loaders.tokenizers import make_counter
 
 SHIPPED = Path(__file__).resolve().parents[1] / "datasets" / "coding-sessions.jsonl"

@@ -16,10 +16,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.facts import mentions
-from ..core.messages import content_text, message_text
-from ..loaders.prompts import load_prompt
-from .responders import Reply, Responder, echo_responder, is_summary_request, summary_responder
+from summarizer.core.facts import mentions
+from summarizer.core.messages import content_text, message_text
+from summarizer.loaders.prompts import load_prompt
+from summarizer.testing.responders import (
+    Reply,
+    Responder,
+    echo_responder,
+    is_summary_request,
+    summary_responder,
+)
 
 __all__ = [
     "EvalResponder",

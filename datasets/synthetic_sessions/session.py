@@ -12,10 +12,11 @@ import json
 import random
 from typing import Any
 
-from ._synthetic_code import NOUNS, VERBS, Source, numbered, source_file
-from ._synthetic_files import changelog, config_file, manifest, readme, test_file
-from ._synthetic_output import git_log, grep, lint_clean, list_dir, service_log, suite_run
-from ._synthetic_project import Project, camel
+from .code import NOUNS, VERBS, Source, numbered, source_file
+from .files import changelog, config_file, manifest, readme, test_file
+from .output import git_log, grep, lint_clean, list_dir, service_log
+from .project import Project, camel
+from .runner_output import suite_run
 
 CHARS_PER_TOKEN = 4.1
 """o200k tokens per character of JSON on this mix of code, logs and prose (only aims sizes)."""

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._synthetic_project import Project, camel, pascal
+from .project import Project, camel, pascal
 
 Stmt = tuple[Any, ...]
 
@@ -52,6 +52,21 @@ _NOTES = (
     "hot path: avoid allocating",
     "TODO(perf): batch these calls",
 )
+# The ("log", text) and ("raise", text) statements, spelt per language (MESSAGE: the text).
+_MESSAGE_CALLS = {
+    "log": {
+        "python": 'logger.debug("MESSAGE")',
+        "typescript": 'logger.debug("MESSAGE");',
+        "go": 'log.Printf("MESSAGE")',
+        "rust": 'tracing::debug!("MESSAGE");',
+    },
+    "raise": {
+        "python": 'raise ValueError("MESSAGE")',
+        "typescript": 'throw new RangeError("MESSAGE");',
+        "go": 'panic("MESSAGE")',
+        "rust": 'panic!("MESSAGE");',
+    },
+}
 
 
 @dataclass
@@ -138,22 +153,11 @@ def _stmts(lang: str, body: list[Stmt], depth: int, recv: str) -> list[str]:
             out.append(f"{pad}return {_expr(lang, stmt[1], recv)}{semi}")
         elif kind == "call":
             out.append(f"{pad}{_expr(lang, stmt[1], recv)}{semi}")
-        elif kind == "log":
-            call = {
-                "python": f'logger.debug("{stmt[1]}")',
-                "typescript": f'logger.debug("{stmt[1]}");',
-                "go": f'log.Printf("{stmt[1]}")',
-            }.get(lang, f'tracing::debug!("{stmt[1]}");')
-            out.append(pad + call)
+        elif kind in _MESSAGE_CALLS:
+            spellings = _MESSAGE_CALLS[kind]
+            out.append(pad + spellings.get(lang, spellings["rust"]).replace("MESSAGE", stmt[1]))
         elif kind == "note":
             out.append(f"{pad}{'#' if lang == 'python' else '//'} {stmt[1]}")
-        elif kind == "raise":
-            call = {
-                "python": f'raise ValueError("{stmt[1]}")',
-                "typescript": f'throw new RangeError("{stmt[1]}");',
-                "go": f'panic("{stmt[1]}")',
-            }.get(lang, f'panic!("{stmt[1]}");')
-            out.append(pad + call)
     return out
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import random
 
-from ._synthetic_code import LOCALS, NOUNS, VERBS, Source
-from ._synthetic_project import Project, camel, pascal
+from .code import LOCALS, NOUNS, VERBS, Source
+from .project import Project, camel, pascal
 
 
 def _message(project: Project, var: str) -> tuple[str, list[str]]:

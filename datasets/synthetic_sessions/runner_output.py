@@ -1,20 +1,22 @@
-"""Tool outputs of synthetic sessions: test runs, compiler errors, grep, listings, logs.
+"""What test runners print in synthetic sessions: pytest, jest, ``go test`` and cargo.
 
-Each renderer prints what the real tool prints for the project's language (pytest, jest,
-``go test``, cargo; mypy, tsc, ``go vet``, rustc), with the project's planted error text
-verbatim, so a fact's exact string is where an agent would have seen it.
+``test_run`` is a run of the test module that fails (on the planted assertion or crash) or
+passes; ``suite_run`` is the whole suite passing. The planted error text appears verbatim, so a
+fact's exact string is where an agent would have seen it.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from typing import NamedTuple
 
-from ._synthetic_code import Source
-from ._synthetic_project import Project, camel, pascal
+from .code import Source
+from .project import Project, camel, pascal
 
 
-def _root(p: Project) -> str:
+def workspace_root(p: Project) -> str:
+    """Where the project is checked out on the agent's machine."""
     return f"/workspace/{p.repo.split('/')[1]}"
 
 
@@ -22,7 +24,8 @@ def _names(test: Source) -> list[str]:
     return list(test.lines)
 
 
-def _seconds(rng: random.Random) -> str:
+def seconds(rng: random.Random) -> str:
+    """A short run time as the runners print it, e.g. ``1.37``."""
     return f"{rng.randint(0, 3)}.{rng.randint(10, 99)}"
 
 
@@ -55,24 +58,29 @@ def test_run(
     crash = failing == p.test2
     error = p.crash_error if crash else p.assert_error
     runner = {"python": _pytest, "typescript": _jest, "go": _gotest, "rust": _cargo}[p.language]
-    return runner(rng, p, ran, failing, error, test_line, main_line)
+    return runner(_Run(rng, p, ran, failing, error, test_line, main_line))
 
 
-def _pytest(
-    rng: random.Random,
-    p: Project,
-    ran: list[str],
-    failing: str | None,
-    error: str,
-    test_line: int,
-    main_line: int,
-) -> str:
+class _Run(NamedTuple):
+    """One run of the test module, as every runner's renderer takes it."""
+
+    rng: random.Random
+    p: Project
+    ran: list[str]
+    failing: str | None
+    error: str
+    test_line: int
+    main_line: int
+
+
+def _pytest(run: _Run) -> str:
+    rng, p, ran, failing, error, test_line, main_line = run
     dots = "".join("F" if n == failing else "." for n in ran)
     out = [
         "============================= test session starts ==============================",
         f"platform linux -- Python 3.11.{rng.randint(4, 9)}, pytest-8.{rng.randint(0, 3)}."
         f"{rng.randint(0, 2)}, pluggy-1.5.0",
-        f"rootdir: {_root(p)}",
+        f"rootdir: {workspace_root(p)}",
         "configfile: pyproject.toml",
         "plugins: cov-5.0.0, timeout-2.3.1",
         f"collected {len(ran)} items",
@@ -80,7 +88,7 @@ def _pytest(
         f"{p.test_path} {dots}{' ' * max(1, 50 - len(dots))}[100%]",
     ]
     if failing is None:
-        out.append(f"{'=' * 30} {len(ran)} passed in {_seconds(rng)}s {'=' * 30}")
+        out.append(f"{'=' * 30} {len(ran)} passed in {seconds(rng)}s {'=' * 30}")
         return "\n".join(out)
     kind = error.split(":", 1)[0]
     out += [
@@ -129,23 +137,16 @@ def _pytest(
         "=========================== short test summary info ============================",
         f"FAILED {_label(p, failing)} - {error}",
         "!!!!!!!!!!!!!!!!!!!!!!!!!! stopping after 1 failures !!!!!!!!!!!!!!!!!!!!!!!!!!!",
-        f"{'=' * 20} 1 failed, {len(ran) - 1} passed in {_seconds(rng)}s {'=' * 20}",
+        f"{'=' * 20} 1 failed, {len(ran) - 1} passed in {seconds(rng)}s {'=' * 20}",
     ]
     return "\n".join(out)
 
 
-def _jest(
-    rng: random.Random,
-    p: Project,
-    ran: list[str],
-    failing: str | None,
-    error: str,
-    test_line: int,
-    main_line: int,
-) -> str:
+def _jest(run: _Run) -> str:
+    rng, p, ran, failing, error, test_line, main_line = run
     status = "FAIL" if failing else "PASS"
     out = [f"> {p.package}@{p.version} test", f"> jest {p.test_path}", ""]
-    out += [f" {status}  {p.test_path} ({_seconds(rng)} s)", f"  {p.cls}"]
+    out += [f" {status}  {p.test_path} ({seconds(rng)} s)", f"  {p.cls}"]
     for name in ran:
         mark = "✕" if name == failing else "✓"
         out.append(f"    {mark} {name.replace('_', ' ')} ({rng.randint(1, 14)} ms)")
@@ -187,21 +188,14 @@ def _jest(
         if failed
         else f"Tests:       {len(ran)} passed, {len(ran)} total",
         "Snapshots:   0 total",
-        f"Time:        {_seconds(rng)} s",
+        f"Time:        {seconds(rng)} s",
         f"Ran all test suites matching /{p.test_path.replace('/', chr(92) + '/')}/i.",
     ]
     return "\n".join(out)
 
 
-def _gotest(
-    rng: random.Random,
-    p: Project,
-    ran: list[str],
-    failing: str | None,
-    error: str,
-    test_line: int,
-    main_line: int,
-) -> str:
+def _gotest(run: _Run) -> str:
+    rng, p, ran, failing, error, test_line, main_line = run
     pkg = f"github.com/{p.repo}/internal/{p.domain.area}"
     out: list[str] = []
     for name in ran:
@@ -219,9 +213,9 @@ def _gotest(
                 "testing.tRunner.func1.2({0x6b2f40, 0x8f1c30})",
                 "\t/usr/local/go/src/testing/testing.go:1545 +0x238",
                 f"{pkg}.(*{p.cls}).{p.func}(0xc000{rng.randint(100000, 999999)}, 0x7)",
-                f"\t{_root(p)}/{p.main_path}:{main_line} +0x{rng.randint(16, 255):x}",
+                f"\t{workspace_root(p)}/{p.main_path}:{main_line} +0x{rng.randint(16, 255):x}",
                 f"{pkg}.{label}(0xc000{rng.randint(100000, 999999)})",
-                f"\t{_root(p)}/{p.test_path}:{test_line} +0x{rng.randint(16, 255):x}",
+                f"\t{workspace_root(p)}/{p.test_path}:{test_line} +0x{rng.randint(16, 255):x}",
                 "testing.tRunner(0xc0001a2000, 0x6d5e88)",
                 "\t/usr/local/go/src/testing/testing.go:1595 +0xff",
                 f"FAIL\t{pkg}\t0.0{rng.randint(10, 99)}s",
@@ -241,19 +235,12 @@ def _gotest(
     return "\n".join(out)
 
 
-def _cargo(
-    rng: random.Random,
-    p: Project,
-    ran: list[str],
-    failing: str | None,
-    error: str,
-    test_line: int,
-    main_line: int,
-) -> str:
+def _cargo(run: _Run) -> str:
+    rng, p, ran, failing, error, test_line, main_line = run
     binary = p.test_path.rsplit("/", 1)[1].removesuffix(".rs")
     out = [
-        f"   Compiling {p.package} v{p.version} ({_root(p)})",
-        f"    Finished `test` profile [unoptimized + debuginfo] target(s) in {_seconds(rng)}s",
+        f"   Compiling {p.package} v{p.version} ({workspace_root(p)})",
+        f"    Finished `test` profile [unoptimized + debuginfo] target(s) in {seconds(rng)}s",
         f"     Running {p.test_path} (target/debug/deps/{binary}-{rng.getrandbits(64):016x})",
         "",
         f"running {len(ran)} test{'s' if len(ran) != 1 else ''}",
@@ -288,54 +275,6 @@ def _cargo(
     return "\n".join(out)
 
 
-def compile_failure(rng: random.Random, p: Project) -> str:
-    """The project's type checker or compiler rejecting the first attempt."""
-    line = p.compile_line
-    if p.language == "python":
-        return "\n".join(
-            [
-                p.compile_error,
-                f'{p.main_path}:{line + rng.randint(3, 20)}: note: Revealed type is "float"',
-                f"Found 1 error in 1 file (checked {rng.randint(30, 90)} source files)",
-            ]
-        )
-    if p.language == "typescript":
-        return "\n".join([p.compile_error, "", f"Found 1 error in {p.main_path}:{line}", ""])
-    if p.language == "go":
-        return "\n".join([f"# github.com/{p.repo}/internal/{p.domain.area}", p.compile_error])
-    col = rng.randint(14, 30)
-    return "\n".join(
-        [
-            f"    Checking {p.package} v{p.version} ({_root(p)})",
-            p.compile_error,
-            f"  --> {p.main_path}:{line}:{col}",
-            "   |",
-            f"{line} |         self.{p.func}(elapsed.as_secs_f64())",
-            f"   |              {'-' * len(p.func)} ^^^^^^^^^^^^^^^^^^^^^^ expected `i64`, "
-            "found `f64`",
-            "   |              |",
-            "   |              arguments to this method are incorrect",
-            "   |",
-            "note: method defined here",
-            f"  --> {p.main_path}:{max(1, line - 40)}:12",
-            "",
-            "For more information about this error, try `rustc --explain E0308`.",
-            f"error: could not compile `{p.package}` (lib) due to 1 previous error",
-        ]
-    )
-
-
-def lint_clean(rng: random.Random, p: Project) -> str:
-    """The lint/type-check command succeeding."""
-    return {
-        "python": f"Success: no issues found in {rng.randint(30, 90)} source files",
-        "typescript": "",
-        "go": "",
-        "rust": f"    Checking {p.package} v{p.version} ({_root(p)})\n    Finished `dev` profile "
-        f"[unoptimized + debuginfo] target(s) in {_seconds(rng)}s",
-    }[p.language] or "(no output)"
-
-
 def suite_run(rng: random.Random, p: Project, modules: Mapping[str, int]) -> str:
     """The whole suite passing, ``modules`` mapping test files to their number of tests."""
     total = sum(modules.values())
@@ -349,12 +288,12 @@ def suite_run(rng: random.Random, p: Project, modules: Mapping[str, int]) -> str
             f"{p.test_path}:{rng.randint(1, 30)}",
             "  DeprecationWarning: datetime.datetime.utcnow() is deprecated",
             "",
-            f"{total} passed, 1 warning in {_seconds(rng)}s",
+            f"{total} passed, 1 warning in {seconds(rng)}s",
         ]
     elif p.language == "typescript":
-        out += [f"PASS {path} ({_seconds(rng)} s)" for path in modules]
+        out += [f"PASS {path} ({seconds(rng)} s)" for path in modules]
         out += [f"Test Suites: {len(modules)} passed, {len(modules)} total"]
-        out += [f"Tests:       {total} passed, {total} total", f"Time:        {_seconds(rng)} s"]
+        out += [f"Tests:       {total} passed, {total} total", f"Time:        {seconds(rng)} s"]
     elif p.language == "go":
         for path in modules:
             out.append(
@@ -364,67 +303,4 @@ def suite_run(rng: random.Random, p: Project, modules: Mapping[str, int]) -> str
         for path, n in modules.items():
             out += [f"     Running {path}", "", f"running {n} tests"]
             out += [f"test result: ok. {n} passed; 0 failed; 0 ignored; finished in 0.01s", ""]
-    return "\n".join(out)
-
-
-def grep(files: Mapping[str, str], needle: str, *, limit: int = 60) -> str:
-    """``grep -rn needle`` over ``files`` (path → text), in path order."""
-    hits: list[str] = []
-    for path in sorted(files):
-        for number, line in enumerate(files[path].splitlines(), start=1):
-            if needle in line:
-                hits.append(f"{path}:{number}:{line}")
-    if len(hits) > limit:
-        hits = [*hits[:limit], f"... {len(hits) - limit} more matches"]
-    return "\n".join(hits) or "(no matches)"
-
-
-def list_dir(paths: list[str]) -> str:
-    """A recursive listing of ``paths``, sorted, as ``find . -type f`` prints it."""
-    return "\n".join(f"./{path}" for path in sorted(set(paths)))
-
-
-def git_log(rng: random.Random, p: Project, count: int) -> str:
-    """``git log --oneline`` of recent commits in the project's area."""
-    verbs = ("fix", "feat", "refactor", "chore", "test", "docs", "perf")
-    topics = (
-        f"tidy {p.domain.module.replace('_', ' ')} helpers",
-        f"bump dependencies ({rng.randint(2, 9)} packages)",
-        f"log {p.domain.field} on startup",
-        "cache build artefacts in CI",
-        f"add metrics for {p.domain.module}",
-        f"document {p.config_key}",
-        "release prep",
-    )
-    lines = [
-        f"{rng.getrandbits(28):07x} {rng.choice(verbs)}({p.domain.area}): {rng.choice(topics)}"
-        f" (#{rng.randint(100, p.issue)})"
-        for _ in range(count)
-    ]
-    return "\n".join(lines)
-
-
-def service_log(rng: random.Random, p: Project, count: int) -> str:
-    """The tail of the service log, including the listen line and the symptom's warnings."""
-    day, hour = rng.randint(1, 28), rng.randint(0, 22)
-    out = [f"2024-06-{day:02d}T{hour:02d}:00:00.004Z INFO  server listening on 0.0.0.0:{p.port}"]
-    messages = (
-        f"WARN  {p.domain.module}: {p.domain.func} exceeded {p.domain.field}",
-        "INFO  request completed status=200",
-        "INFO  request completed status=200",
-        "INFO  request completed status=204",
-        "WARN  upstream slow response",
-        "ERROR request failed status=401",
-        "INFO  health check ok",
-        f"DEBUG {p.domain.module}: {p.config_key}={p.config_value}",
-    )
-    for i in range(count):
-        minute, second, ms = i // 60 % 60, i % 60, rng.randint(0, 999)
-        text = rng.choice(messages)
-        rid = f"req_{rng.getrandbits(40):010x}"
-        duration = rng.randint(2, 4000)
-        out.append(
-            f"2024-06-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{ms:03d}Z {text} "
-            f"request_id={rid} duration_ms={duration}"
-        )
     return "\n".join(out)

@@ -20,14 +20,20 @@ import random
 import re
 from typing import Any
 
-from ._synthetic_code import buggy_function, render_function
-from ._synthetic_output import compile_failure, git_log, test_run
-from ._synthetic_project import DOMAINS, LANGUAGES, Project, make_project
-from ._synthetic_session import Session, filler
-from .dataset import Case, GoldFact, Probe
+from summarizer.evaluation.dataset import Case, GoldFact, Probe
+
+from .code import buggy_function, render_function
+from .output import compile_failure, git_log
+from .project import DOMAINS, LANGUAGES, Project, make_project
+from .runner_output import test_run
+from .session import Session, filler
 
 GENERATOR = "summarizer.evaluation.synthetic"
-"""The ``metadata["generator"]`` of every synthetic case."""
+"""The ``metadata["generator"]`` of every synthetic case.
+
+A stable name of this generator, written into every case, not an import path: it is the module's
+name from before it left the ``summarizer`` package, kept so the shipped dataset stays unchanged.
+"""
 
 MODEL = "gpt-4o"
 """The model every synthetic case names (its tokenizer is o200k_base)."""
