@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from summarizer.core.config import Budget, CompactionConfig, resolve_budget
-from summarizer.core.engine import Located, drive_sync
+from summarizer.core.effects import Turn
+from summarizer.core.located import Located
 from summarizer.core.messages import Message
 from summarizer.core.planner import ViewItem
 from summarizer.core.results import CompactionEvent, SummarizeCall, SummaryOutcome
@@ -59,6 +60,8 @@ from summarizer.evaluation.mechanical import (
     largest_fitting,
     mask_tool_outputs,
 )
+from summarizer.library.drive import drive_sync
+from summarizer.library.effects import Performer
 from summarizer.library.engines import engine_for
 from summarizer.loaders.tokenizers import load_encoding, make_counter
 from summarizer.stores import MemoryStore
@@ -256,19 +259,19 @@ def replay_engine(
     trigger, else send the view unchanged.
     """
     config = replay_config(window)
-    engine = engine_for(config, MemoryStore())
+    engine = engine_for(config)
     counter = replay_counter()
     model = _StandInModel(session.name, summary_tokens)
+    perform = Performer(MemoryStore(), model)
     raw_ids = {id(m) for m in session.messages}
     own = Replay(SELF_SUMMARY)
     scratch = Replay(FROM_SCRATCH)
     for i in reply_indices(session.messages):
-        located = engine.locate(
-            session.messages[:i], model=REPLAY_MODEL, tools=session.tools, session=session.name
-        )
+        turn = Turn(session.messages[:i], REPLAY_MODEL, tools=session.tools, session=session.name)
+        located = drive_sync(engine.locate(turn), perform)
         if engine.needs_compaction(located):
             first_call = len(model.calls)
-            result = drive_sync(engine.steps(located), model)
+            result = drive_sync(engine.steps(located), perform)
             own.compactions += 1
             scratch.compactions += 1
             calls = model.calls[first_call:]

@@ -606,7 +606,7 @@ def _per_entry(footprint: Footprint | None, bound: int) -> tuple[str, str]:
 def cache_bounds(page_cache_kib: int, footprints: dict[str, Footprint]) -> list[list[str]]:
     """Every in-process cache on the proxy's request path: where it is set, its bound, and
     (for the three that grow with sessions) its measured size per entry and at the bound."""
-    from summarizer.proxy import chat
+    from summarizer.proxy import chat_context
 
     chain_size = _default(ChainCache, "size")
     memo_size = _default(ContextEngine, "memo_size")
@@ -634,29 +634,29 @@ def cache_bounds(page_cache_kib: int, footprints: dict[str, Footprint]) -> list[
         ],
         [
             "token count per tool-definition list (`TiktokenCounter._tools`)",
-            "`summarizer/core/tokens.py` `_ChatCounter.__init__`",
+            "`summarizer/core/tokens/counting.py` `_ChatCounter.__init__`",
             f"min(cache_size, 256) = {min(counter_size, 256)} lists",
             "",
             "",
         ],
         [
             "per-session compaction locks (`ContextManager._alocks`)",
-            "`summarizer/library/manager.py`, a `WeakValueDictionary`",
+            "`summarizer/library/sessions.py`, a `WeakValueDictionary`",
             "sessions with a compaction running or waiting",
             "",
             "",
         ],
         [
             "calibration ratio per tenant and model (`Calibration._ratios`)",
-            "`summarizer/core/tokens.py` `Calibration(max_entries=...)`",
+            "`summarizer/core/tokens/calibration.py` `Calibration(max_entries=...)`",
             "4,096 (namespace, model) pairs, least recently used dropped",
             "",
             "",
         ],
         [
             "models warned about (`ProxyState.warned_models`)",
-            "`summarizer/proxy/chat.py` `_MAX_WARNED_MODELS`",
-            f"{chat._MAX_WARNED_MODELS:,} model names",
+            "`summarizer/proxy/chat_context.py` `_MAX_WARNED_MODELS`",
+            f"{chat_context._MAX_WARNED_MODELS:,} model names",
             "",
             "",
         ],

@@ -61,9 +61,7 @@ def test_the_latest_checkpoint_memo_is_bounded_by_default() -> None:
 
 def test_a_session_evicted_from_the_memo_is_rewritten_from_the_store() -> None:
     context = ContextManager(summarizer=summarize, **CONFIG)
-    context.engine = engine_for(
-        context.config, context.store, calibration=context.engine.calibration, memo_size=3
-    )
+    context.engine = engine_for(context.config, calibration=context.engine.calibration, memo_size=3)
     ids = compact_sessions(context, 10)
     assert len(context.engine._latest) == 3
     for index in (0, 1):  # long evicted from the memo

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-__all__ = ["FORMAT_VERSION", "Checkpoint", "Slot"]
+__all__ = ["FORMAT_VERSION", "Checkpoint", "Slot", "prefix_candidates"]
 
 FORMAT_VERSION = 2
 """Checkpoints written by this code. Version 1 (summarizer 0.1.0) recorded a covered prefix
@@ -247,3 +247,10 @@ class Checkpoint(BaseModel):
 
 
 _V1_FIELDS = frozenset({"covered_count", "covered_prefix_hash", "kept_indices", "summary_message"})
+
+
+def prefix_candidates(chain: Sequence[str], start: int = 0) -> dict[str, int]:
+    """What to look a checkpoint up by for a conversation whose prefix chain is ``chain``:
+    ``{chain[i]: i + 1}`` for ``i >= start`` (a caller that knows a checkpoint computed from
+    ``start`` messages asks only for longer ones)."""
+    return {chain[index]: index + 1 for index in range(start, len(chain))}

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.config import CompactionConfig
-from ..core.engine import drive_sync
+from ..core.effects import Turn
 from ..core.errors import BudgetExceeded
 from ..core.messages import message_text
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
@@ -41,6 +41,8 @@ from ..core.summary_request import (
     summary_problem,
 )
 from ..core.tokens import TokenCounter
+from ..library.drive import drive_sync
+from ..library.effects import Performer
 from ..library.engines import engine_for
 from ..loaders.prompts import load_prompt, render_prompt
 from ..stores import MemoryStore
@@ -99,11 +101,11 @@ def run_engine(
     refused here as ``BudgetExceeded``, the evaluation's "infeasible".
     """
     store = MemoryStore()
-    engine = engine_for(config, store)
-    located = engine.locate(
-        job.case.messages, model=job.agent_model, tools=job.case.tools, session="eval"
-    )
-    result = drive_sync(engine.steps(located, trigger="manual"), perform)
+    engine = engine_for(config)
+    performer = Performer(store, perform)
+    turn = Turn(job.case.messages, job.agent_model, tools=job.case.tools, session="eval")
+    located = drive_sync(engine.locate(turn), performer)
+    result = drive_sync(engine.steps(located, trigger="manual"), performer)
     if result.report.estimated_tokens > job.budget_tokens:
         raise BudgetExceeded(
             required_tokens=result.report.estimated_tokens,

@@ -9,16 +9,14 @@ from ..core.config import CompactionConfig
 from ..core.engine import ContextEngine
 from ..loaders.prompts import load_prompt_set
 from ..loaders.tokenizers import counter_factory
-from ..stores import Store
 
 
-def engine_for(config: CompactionConfig, store: Store, **options: Any) -> ContextEngine:
-    """A ``ContextEngine`` for ``config`` over ``store``: the prompts of ``config.prompt_version``
+def engine_for(config: CompactionConfig, **options: Any) -> ContextEngine:
+    """A ``ContextEngine`` for ``config``: the prompts of ``config.prompt_version``
     and the tokenizers ``config.tokenizer``/``config.encodings`` choose; ``options`` are the
-    engine's own keywords (``namespace``, ``calibration``, ``on_compaction``, ...)."""
+    engine's own keywords (``calibration``, ``on_compaction``, ...)."""
     return ContextEngine(
         config,
-        store,
         prompts=load_prompt_set(config.prompt_version),
         counter_for=counter_factory(config.tokenizer, config.encodings),
         **options,

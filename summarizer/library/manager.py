@@ -3,109 +3,49 @@
 ``ContextManager.prepare`` takes the raw history an agent keeps and returns what to send; the
 agent never has to drop anything itself. ``wrap(client)`` applies the same per call to
 ``client.chat.completions.create`` and delegates everything else to the wrapped client.
+
+Every front door (``prepare``, ``wrap``, the proxy) hands the engine one ``Turn``, locates it
+once (``locate``/``alocate``), and settles it with ``compact``/``acompact``: its view unchanged
+when no compaction is due, else a compaction under the session's lock and lease. The engine's
+storage effects are performed here, in a worker thread for async callers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
 import time
-import uuid
-import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
-from typing import Any, NamedTuple
+from typing import Any
 
 import openai
 
 from ..core.config import CompactionConfig
-from ..core.engine import Located, drive_async, drive_sync
+from ..core.effects import Turn
 from ..core.errors import ConfigurationError
+from ..core.located import Located
 from ..core.messages import Message
-from ..core.results import CompactionEvent, PrepareResult, SummarizeCall, SummaryOutcome, Trigger
+from ..core.results import CompactionEvent, PrepareResult, Trigger
 from ..core.tokens import Calibration
 from ..stores import Store, open_store
+from ..stores.effects import perform_store
+from .drive import drive_async, drive_sync
+from .effects import AsyncPerformer, AsyncSummarizer, Performer, SyncSummarizer
 from .engines import engine_for
+from .sessions import LEASE_POLL_S, Lease, SessionLocks
 from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 
-SyncSummarizer = Callable[[SummarizeCall], SummaryOutcome]
-AsyncSummarizer = Callable[[SummarizeCall], Awaitable[SummaryOutcome]]
+__all__ = ["AsyncSummarizer", "ContextManager", "SyncSummarizer"]
 
-LEASE_TTL_S = 30.0
-"""How long a compaction lease lasts unless renewed; a holder renews it every third of that."""
-LEASE_POLL_S = (0.05, 1.0)
-"""First and longest wait between attempts to take a lease another process holds."""
-
-
-class _Lease:
-    """A session's compaction lease in the store, renewed on a thread while held.
-
-    One compaction per session at a time holds across processes sharing a store: a process that
-    dies holding it blocks the session for at most ``LEASE_TTL_S``.
-    """
-
-    def __init__(self, store: Store, located: Located) -> None:
-        self.store = store
-        self.key = (located.namespace, located.session)
-        self.owner = uuid.uuid4().hex
-        self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
-
-    def take(self) -> bool:
-        """Take the lease if nobody else holds it; start renewing it when taken."""
-        if not self.store.try_lease(*self.key, self.owner, LEASE_TTL_S):
-            return False
-        self._renewer = threading.Thread(target=self._renew, name="summarizer-lease", daemon=True)
-        self._renewer.start()
-        return True
-
-    def _renew(self) -> None:
-        while not self._stop.wait(LEASE_TTL_S / 3):
-            try:
-                self.store.try_lease(*self.key, self.owner, LEASE_TTL_S)
-            except ValueError:  # the store was closed
-                return
-
-    def release(self) -> None:
-        """Stop renewing and give the lease up."""
-        self._stop.set()
-        if self._renewer is not None:
-            self._renewer.join()
-        with contextlib.suppress(ValueError):  # a closed store: the lease expires on its own
-            self.store.release_lease(*self.key, self.owner)
-
-
-class _Args(NamedTuple):
-    messages: Sequence[Message]
-    model: str
-    tools: Sequence[Mapping[str, Any]] | None
-    session: str | None
-    request: Mapping[str, Any] | None
-    namespace: str | None = None
-
-
-class _SessionLock:
-    """A thread lock that a weak mapping can hold (``threading.Lock`` takes no weak refs)."""
-
-    __slots__ = ("__weakref__", "_lock")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> None:
-        self._lock.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._lock.release()
+CompactionHook = Callable[[CompactionEvent], None]
 
 
 class ContextManager:
     """Keeps one agent's requests inside the context window.
 
     ``client`` (an ``openai.OpenAI`` or ``openai.AsyncOpenAI``) is used for summary calls;
-    ``store`` is a ``Store``, a SQLite path, or None for an in-memory store; every other keyword
-    is a ``CompactionConfig`` field.
+    ``store`` is a ``Store``, a SQLite path, or None for an in-memory store; ``config`` is a
+    ``CompactionConfig``, or its fields are given as keywords.
     """
 
     def __init__(
@@ -113,7 +53,7 @@ class ContextManager:
         *,
         client: openai.OpenAI | openai.AsyncOpenAI | None = None,
         store: Store | str | PathLike[str] | None = None,
-        on_compaction: Callable[[CompactionEvent], None] | None = None,
+        on_compaction: CompactionHook | None = None,
         summarizer: SyncSummarizer | None = None,
         config: CompactionConfig | None = None,
         **fields: Any,
@@ -136,7 +76,7 @@ class ContextManager:
             else open_store(store)
         )
         self.engine = engine_for(
-            self.config, self.store, calibration=Calibration(), on_compaction=on_compaction
+            self.config, calibration=Calibration(), on_compaction=on_compaction
         )
         self._sync: SyncSummarizer | None = summarizer
         self._async: AsyncOpenAISummaryClient | None = None
@@ -144,31 +84,9 @@ class ContextManager:
             self._async = AsyncOpenAISummaryClient(client)
         elif isinstance(client, openai.OpenAI) and summarizer is None:
             self._sync = OpenAISummaryClient(client)
-        # Weak: a session's lock lives while some request holds or awaits it (an agent platform
-        # or the proxy sees many sessions and must not keep one lock per session forever).
-        self._locks: weakref.WeakValueDictionary[tuple[str, str], _SessionLock] = (
-            weakref.WeakValueDictionary()
-        )
-        self._alocks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
-            weakref.WeakValueDictionary()
-        )
-        self._guard = threading.Lock()
+        self._locks = SessionLocks()
 
-    def _session_lock(self, located: Located) -> _SessionLock:
-        key = (located.namespace, located.session)
-        with self._guard:
-            lock = self._locks.get(key)
-            if lock is None:
-                lock = self._locks[key] = _SessionLock()
-            return lock
-
-    def _session_alock(self, located: Located) -> asyncio.Lock:
-        key = (located.namespace, located.session)
-        with self._guard:
-            lock = self._alocks.get(key)
-            if lock is None:
-                lock = self._alocks[key] = asyncio.Lock()
-            return lock
+    # -- the whole turn -----------------------------------------------------------------------
 
     def prepare(
         self,
@@ -179,40 +97,17 @@ class ContextManager:
         session: str | None = None,
         request: Mapping[str, Any] | None = None,
         force: Trigger | None = None,
+        namespace: str | None = None,
+        summarizer: SyncSummarizer | None = None,
     ) -> PrepareResult:
         """What to send for ``messages``: compacted when over the trigger (or when ``force``d).
 
-        ``request`` is the rest of the Chat Completions body (for ``max_completion_tokens``).
+        ``request`` is the rest of the Chat Completions body (for ``max_completion_tokens``);
+        ``namespace`` scopes the session (the proxy passes a hashed credential); ``summarizer``
+        performs this call's summary requests instead of the client given at construction.
         """
-        args = _Args(messages, model, tools, session, request)
-        located, done = self._locate(args, force)
-        if done is not None:
-            return done
-        if self._sync is None:
-            raise ConfigurationError(
-                "a compaction is needed but no synchronous client was given for summary calls: "
-                "pass client=openai.OpenAI(...) (or use aprepare with an AsyncOpenAI client)"
-            )
-        with self._session_lock(located):
-            lease = _Lease(self.store, located)
-            delay = LEASE_POLL_S[0]
-            while True:
-                # Another thread or process may have compacted this session while we waited.
-                located, done = self._locate(args, force)
-                if done is not None:
-                    return done
-                if lease.take():
-                    break
-                time.sleep(delay)
-                delay = min(delay * 2, LEASE_POLL_S[1])
-            try:
-                located, done = self._locate(args, force)
-                if done is not None:
-                    return done
-                steps = self.engine.steps(located, trigger=force or "threshold")
-                return drive_sync(steps, self._sync)
-            finally:
-                lease.release()
+        turn = _turn(messages, model, tools, session, request, namespace)
+        return self.compact(self.locate(turn), force=force, summarizer=summarizer)
 
     async def aprepare(
         self,
@@ -226,42 +121,11 @@ class ContextManager:
         namespace: str | None = None,
         summarizer: AsyncSummarizer | None = None,
     ) -> PrepareResult:
-        """The async twin of ``prepare``; summary calls go through the ``AsyncOpenAI`` client.
-
-        ``namespace`` scopes the session (the proxy passes a hashed credential); ``summarizer``
-        performs this call's summary requests instead of the client given at construction.
-        """
-        args = _Args(messages, model, tools, session, request, namespace)
-        # Locating and compacting are CPU work (hashing, counting, planning): off the event loop.
-        located, done = await asyncio.to_thread(self._locate, args, force)
-        if done is not None:
-            return done
-        perform = summarizer or self._async
-        if perform is None:
-            raise ConfigurationError(
-                "a compaction is needed but no async client was given for summary calls: "
-                "pass client=openai.AsyncOpenAI(...)"
-            )
-        async with self._session_alock(located):
-            lease = _Lease(self.store, located)
-            delay = LEASE_POLL_S[0]
-            while True:
-                # Another task or process may have compacted this session while we waited.
-                located, done = await asyncio.to_thread(self._locate, args, force)
-                if done is not None:
-                    return done
-                if await asyncio.to_thread(lease.take):
-                    break
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, LEASE_POLL_S[1])
-            try:
-                located, done = await asyncio.to_thread(self._locate, args, force)
-                if done is not None:
-                    return done
-                steps = self.engine.steps(located, trigger=force or "threshold")
-                return await drive_async(steps, perform, offload=True)
-            finally:
-                await asyncio.to_thread(lease.release)
+        """The async twin of ``prepare``; summary calls go through the ``AsyncOpenAI`` client
+        (or ``summarizer``)."""
+        turn = _turn(messages, model, tools, session, request, namespace)
+        located = await self.alocate(turn)
+        return await self.acompact(located, force=force, summarizer=summarizer)
 
     def unchanged(
         self,
@@ -273,27 +137,94 @@ class ContextManager:
         request: Mapping[str, Any] | None = None,
         namespace: str | None = None,
     ) -> PrepareResult | None:
-        """What to send when no compaction is needed now, else None (without waiting on locks).
+        """What to send when no compaction is due now, else None (never waits on a lock)."""
+        turn = _turn(messages, model, tools, session, request, namespace)
+        return self.ready(self.locate(turn))
 
-        The fast path of a proxy: most requests end here, and only the others need to await a
-        session lock and a summary call through ``aprepare``.
-        """
-        args = _Args(messages, model, tools, session, request, namespace)
-        return self._locate(args, None)[1]
+    # -- the steps of a turn ------------------------------------------------------------------
 
-    def _locate(self, args: _Args, force: Trigger | None) -> tuple[Located, PrepareResult | None]:
-        """Locate the request; the result too when no compaction is needed."""
-        located = self.engine.locate(
-            args.messages,
-            model=args.model,
-            tools=args.tools,
-            session=args.session,
-            request=args.request,
-            namespace=args.namespace,
-        )
-        if force is None and not self.engine.needs_compaction(located):
-            return located, self.engine.unchanged(located)
-        return located, None
+    def locate(self, turn: Turn) -> Located:
+        """``turn`` resolved against the stored checkpoints: its view and its size."""
+        return drive_sync(self.engine.locate(turn), self._store_effect)
+
+    async def alocate(self, turn: Turn) -> Located:
+        """``locate`` in a worker thread: hashing and counting are CPU work, and the store may
+        block (on a lock, a disk, a network), so the event loop never waits on either."""
+        return await asyncio.to_thread(self.locate, turn)
+
+    def ready(self, located: Located) -> PrepareResult | None:
+        """The result for ``located`` when no compaction is due, else None."""
+        if self.engine.needs_compaction(located):
+            return None
+        return self.engine.unchanged(located)
+
+    def compact(
+        self,
+        located: Located,
+        *,
+        force: Trigger | None = None,
+        summarizer: SyncSummarizer | None = None,
+    ) -> PrepareResult:
+        """What to send for ``located``: its view when no compaction is due (and none is
+        ``force``d), else a compaction, one per session at a time across threads and processes
+        sharing the store."""
+        if force is None and (done := self.ready(located)) is not None:
+            return done
+        perform = Performer(self.store, summarizer or self._sync)
+        with self._locks.thread_lock(located.namespace, located.session):
+            lease = Lease(self.store, located.namespace, located.session)
+            delay = LEASE_POLL_S[0]
+            while True:
+                # Another thread or process may have compacted this session while we waited.
+                located = drive_sync(self.engine.refresh(located), perform)
+                if force is None and (done := self.ready(located)) is not None:
+                    return done
+                if lease.take():
+                    break
+                time.sleep(delay)
+                delay = min(delay * 2, LEASE_POLL_S[1])
+            try:
+                located = drive_sync(self.engine.refresh(located), perform)
+                if force is None and (done := self.ready(located)) is not None:
+                    return done
+                return drive_sync(self.engine.steps(located, trigger=force or "threshold"), perform)
+            finally:
+                lease.release()
+
+    async def acompact(
+        self,
+        located: Located,
+        *,
+        force: Trigger | None = None,
+        summarizer: AsyncSummarizer | None = None,
+    ) -> PrepareResult:
+        """The async twin of ``compact``: storage and the engine's CPU work run in worker
+        threads, summary calls on the event loop."""
+        if force is None and (done := self.ready(located)) is not None:
+            return done
+        perform = AsyncPerformer(self.store, summarizer or self._async)
+        async with self._locks.task_lock(located.namespace, located.session):
+            lease = Lease(self.store, located.namespace, located.session)
+            delay = LEASE_POLL_S[0]
+            while True:
+                # Another task or process may have compacted this session while we waited.
+                located = await drive_async(self.engine.refresh(located), perform)
+                if force is None and (done := self.ready(located)) is not None:
+                    return done
+                if await asyncio.to_thread(lease.take):
+                    break
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, LEASE_POLL_S[1])
+            try:
+                located = await drive_async(self.engine.refresh(located), perform)
+                if force is None and (done := self.ready(located)) is not None:
+                    return done
+                steps = self.engine.steps(located, trigger=force or "threshold")
+                return await drive_async(steps, perform, offload=True)
+            finally:
+                await asyncio.to_thread(lease.release)
+
+    # -- feedback -----------------------------------------------------------------------------
 
     def observe(self, result: PrepareResult, usage: Any, *, model: str) -> None:
         """Feed back a response's ``usage`` (an SDK object or a dict) for calibration.
@@ -301,15 +232,49 @@ class ContextManager:
         A ``prompt_tokens`` that is not a positive ``int`` (a string, null, an object, a bool) is
         ignored.
         """
-        prompt_tokens = (
-            usage.get("prompt_tokens")
-            if isinstance(usage, Mapping)
-            else getattr(usage, "prompt_tokens", None)
-        )
-        if type(prompt_tokens) is not int or prompt_tokens <= 0:
-            return  # absent or not a count ("12", null, {}, true): nothing to learn from
-        self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
+        record = self.engine.observe(result, model=model, prompt_tokens=_prompt_tokens(usage))
+        if record is not None:
+            perform_store(self.store, record)
+
+    async def aobserve(self, result: PrepareResult, usage: Any, *, model: str) -> None:
+        """``observe`` for async callers: the store write runs in a worker thread."""
+        record = self.engine.observe(result, model=model, prompt_tokens=_prompt_tokens(usage))
+        if record is not None:
+            await asyncio.to_thread(perform_store, self.store, record)
 
     def close(self) -> None:
         """Close the store."""
         self.store.close()
+
+    def _store_effect(self, effect: Any) -> Any:
+        return perform_store(self.store, effect)
+
+
+def _turn(
+    messages: Sequence[Message],
+    model: str,
+    tools: Sequence[Mapping[str, Any]] | None,
+    session: str | None,
+    request: Mapping[str, Any] | None,
+    namespace: str | None,
+) -> Turn:
+    return Turn(
+        messages=messages,
+        model=model,
+        tools=tools,
+        session=session,
+        request=request or {},
+        namespace=namespace or "",
+    )
+
+
+def _prompt_tokens(usage: Any) -> int | None:
+    """``usage.prompt_tokens`` when it is a positive ``int`` (never a bool, string or null)."""
+    prompt_tokens = (
+        usage.get("prompt_tokens")
+        if isinstance(usage, Mapping)
+        else getattr(usage, "prompt_tokens", None)
+    )
+    if type(prompt_tokens) is not int or prompt_tokens <= 0:
+        return None
+    return prompt_tokens

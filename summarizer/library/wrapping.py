@@ -16,8 +16,10 @@ from typing import Any, Literal, cast
 
 import openai
 
-from ..core.results import PrepareResult
+from ..core.effects import Turn
+from ..core.results import PrepareResult, Trigger
 from .manager import ContextManager
+from .overflow import aretry_on_overflow, retry_on_overflow
 from .upstream import says_context_length_exceeded
 
 SESSION_KWARG = "summarizer_session"
@@ -84,7 +86,7 @@ class _AsyncStream:
     async def __aiter__(self) -> AsyncIterator[Any]:
         async for chunk in self._inner:
             if getattr(chunk, "usage", None) is not None:
-                self._on_usage(chunk.usage)
+                await self._on_usage(chunk.usage)
                 if not chunk.choices and not self._show_usage:
                     continue
             yield chunk
@@ -123,28 +125,38 @@ class _Call:
         self.show_usage = _stream_options(kwargs) if parsed else True
         self.kwargs = kwargs
 
-    @property
-    def prepare_args(self) -> dict[str, Any]:
-        """Keyword arguments for ``prepare``/``aprepare``."""
-        return {
-            "model": self.model,
-            "tools": self.kwargs.get("tools"),
-            "session": self.session,
-            "request": self.kwargs,
-        }
+    def turn(self) -> Turn:
+        """The call as the engine sees it."""
+        return Turn(
+            self.raw,
+            self.model,
+            tools=self.kwargs.get("tools"),
+            session=self.session,
+            request=self.kwargs,
+        )
 
-    def finish(
-        self, manager: ContextManager, result: PrepareResult, response: Any, stream_type: type
-    ) -> Any:
+    def finish(self, manager: ContextManager, result: PrepareResult, response: Any) -> Any:
         """Feed the usage back (now, or as the stream ends) and return what the caller gets."""
 
         def observe(usage: Any) -> None:
             manager.observe(result, usage, model=self.model)
 
         if self.kwargs.get("stream"):
-            return stream_type(response, observe, self.show_usage)
+            return _Stream(response, observe, self.show_usage)
         if getattr(response, "usage", None) is not None:
             observe(response.usage)
+        return response
+
+    async def afinish(self, manager: ContextManager, result: PrepareResult, response: Any) -> Any:
+        """The async twin of ``finish`` (the usage is stored off the event loop)."""
+
+        async def observe(usage: Any) -> None:
+            await manager.aobserve(result, usage, model=self.model)
+
+        if self.kwargs.get("stream"):
+            return _AsyncStream(response, observe, self.show_usage)
+        if getattr(response, "usage", None) is not None:
+            await observe(response.usage)
         return response
 
 
@@ -178,30 +190,31 @@ class _Completions(_Delegate):
         and no compact-and-retry: the status is only known once the caller enters it)."""
         return type(self)(self._inner, self._manager, "streaming")
 
-    def _finish(self, call: _Call, result: PrepareResult, response: Any, stream: type) -> Any:
-        if self._mode == "parsed":
-            return call.finish(self._manager, result, response, stream)
-        if self._mode == "raw" and not call.kwargs.get("stream"):
-            # The SDK caches what parse() returns: the caller's own parse() gets the same.
-            usage = getattr(response.parse(), "usage", None)
-            if usage is not None:
-                self._manager.observe(result, usage, model=call.model)
-        return response
+    @staticmethod
+    def _raw_usage(call: _Call, response: Any) -> Any:
+        """The usage of a raw (not streamed) response, else None."""
+        if call.kwargs.get("stream"):
+            return None
+        # The SDK caches what parse() returns (sync, also on an async client's raw response):
+        # the caller's own parse() gets the same.
+        return getattr(response.parse(), "usage", None)
 
     def create(self, **kwargs: Any) -> Any:
         """``chat.completions.create`` with the context managed."""
         call = _Call(kwargs, parsed=self._mode == "parsed")
-        result = self._manager.prepare(call.raw, **call.prepare_args)
-        try:
-            response = self._send(messages=result.messages, **call.kwargs)
-        except openai.APIStatusError as exc:
-            if not is_context_length_error(exc):
-                raise
-            result = self._manager.prepare(
-                call.raw, force="context_length_exceeded", **call.prepare_args
-            )
-            response = self._send(messages=result.messages, **call.kwargs)
-        return self._finish(call, result, response, _Stream)
+        manager = self._manager
+        located = manager.locate(call.turn())
+
+        def attempt(force: Trigger | None) -> tuple[PrepareResult, Any]:
+            result = manager.compact(located, force=force)
+            return result, self._send(messages=result.messages, **call.kwargs)
+
+        result, response = retry_on_overflow(attempt, is_context_length_error)
+        if self._mode == "parsed":
+            return call.finish(manager, result, response)
+        if self._mode == "raw" and (usage := self._raw_usage(call, response)) is not None:
+            manager.observe(result, usage, model=call.model)
+        return response
 
 
 class _AsyncStreamingResponse:
@@ -219,7 +232,7 @@ class _AsyncStreamingResponse:
         class Entered:
             async def __aenter__(self) -> Any:
                 call = _Call(kwargs, parsed=False)
-                result = await manager.aprepare(call.raw, **call.prepare_args)
+                result = await manager.acompact(await manager.alocate(call.turn()))
                 send = inner.with_streaming_response.create
                 self.sdk = send(messages=result.messages, **call.kwargs)
                 return await self.sdk.__aenter__()
@@ -240,22 +253,19 @@ class _AsyncCompletions(_Completions):
     async def create(self, **kwargs: Any) -> Any:
         """``chat.completions.create`` with the context managed (async)."""
         call = _Call(kwargs, parsed=self._mode == "parsed")
-        result = await self._manager.aprepare(call.raw, **call.prepare_args)
-        try:
-            response = await self._send(messages=result.messages, **call.kwargs)
-        except openai.APIStatusError as exc:
-            if not is_context_length_error(exc):
-                raise
-            result = await self._manager.aprepare(
-                call.raw, force="context_length_exceeded", **call.prepare_args
-            )
-            response = await self._send(messages=result.messages, **call.kwargs)
-        if self._mode == "raw" and not call.kwargs.get("stream"):
-            usage = getattr(response.parse(), "usage", None)  # the SDK's raw parse() is sync
-            if usage is not None:
-                self._manager.observe(result, usage, model=call.model)
-            return response
-        return self._finish(call, result, response, _AsyncStream)
+        manager = self._manager
+        located = await manager.alocate(call.turn())
+
+        async def attempt(force: Trigger | None) -> tuple[PrepareResult, Any]:
+            result = await manager.acompact(located, force=force)
+            return result, await self._send(messages=result.messages, **call.kwargs)
+
+        result, response = await aretry_on_overflow(attempt, is_context_length_error)
+        if self._mode == "parsed":
+            return await call.afinish(manager, result, response)
+        if self._mode == "raw" and (usage := self._raw_usage(call, response)) is not None:
+            await manager.aobserve(result, usage, model=call.model)
+        return response
 
 
 class _Chat(_Delegate):

@@ -5,8 +5,9 @@ session's checkpoints (fast path: no compaction due), else compact under the ses
 the (possibly rewritten) body upstream, relay the answer. A ``context_length_exceeded`` answer gets
 one compaction with a tighter target and one retry, never more.
 
-The CPU work of a large body (parsing, hashing, counting, re-serializing) runs in a worker thread,
-so one huge request never stalls the event loop that serves every other session. An upstream
+The CPU work of a large body (parsing, re-serializing) and all locating (hashing, counting, the
+store) run in worker threads, so neither one huge request nor a slow store stalls the event loop
+that serves every other session. An upstream
 answer that is cut short or is not a chat completion becomes an OpenAI-style error (a 502, or an
 SSE error event once a stream is open), never a 500 of ours or a silently truncated stream.
 """
@@ -16,22 +17,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
 
 import httpx2
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..core.errors import (
-    BudgetExceeded,
-    ConfigurationError,
-    InvalidConversation,
-    SummarizerError,
-    TokenizerUnavailable,
-)
-from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
+from ..core.results import Trigger
+from ..library.overflow import aretry_on_overflow
 from . import sse
 from .answers import (
     broken_off,
@@ -41,11 +35,11 @@ from .answers import (
     is_context_length,
     is_event_stream,
     json_object,
-    usable_usage,
 )
-from .body import outgoing_body, wants_usage
-from .chat_request import ChatRequest, parse_chat_request, summarizer_headers, truth_comment
-from .errors import error_payload, error_response
+from .body import wants_usage
+from .chat_context import ChatContext, Overhead
+from .chat_request import ChatRequest, parse_chat_request, truth_comment
+from .errors import error_payload
 from .headers import response_headers
 from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
 from .state import ProxyState
@@ -53,132 +47,29 @@ from .state import ProxyState
 logger = logging.getLogger("summarizer.proxy")
 
 _CHAT_PATH = "/chat/completions"
-_MAX_WARNED_MODELS = 1000  # model names come from clients: bound what is remembered
 
 OFFLOAD_BYTES = 512 * 1024
-"""Bodies larger than this are parsed, located and re-serialized in a worker thread. Below it
-the work costs a few milliseconds at most (a 100k-token body is about 400 KB) and stays on the
-event loop, where it does not pay a thread hand-off."""
+"""Bodies larger than this are parsed and re-serialized in a worker thread. Below it the work
+costs a few milliseconds at most (a 100k-token body is about 400 KB) and stays on the event
+loop, where it does not pay a thread hand-off. Locating always runs in a worker thread: it may
+wait on the store."""
 
 _T = TypeVar("_T")
 
 
-class ChatHandler:
-    """Handles one chat completion request against the proxy's shared state."""
+class ChatExchange:
+    """One chat completion request: its context settled, then sent upstream and relayed."""
 
     def __init__(self, state: ProxyState, chat: ChatRequest) -> None:
         self.state = state
         self.chat = chat
         self.large = len(chat.raw) > OFFLOAD_BYTES
-        self.result: PrepareResult | None = None
-        self.warning: str | None = None
-        self.overhead = 0.0
-        self._mark = time.perf_counter()
-
-    # -- timing: time spent in the proxy, outside upstream calls and compactions --------------
-
-    def _pause(self) -> None:
-        self.overhead += time.perf_counter() - self._mark
-
-    def _resume(self) -> None:
-        self._mark = time.perf_counter()
-
-    def _finish(self) -> None:
-        self._pause()
-        self.state.metrics.overhead.labels("true" if self.chat.stream else "false").observe(
-            self.overhead
-        )
-
-    # -- preparing ----------------------------------------------------------------------------
-
-    def quick(self) -> PrepareResult | Response | None:
-        """The no-compaction result, an error response, or None when a compaction is due."""
-        try:
-            result = self.state.context.unchanged(self.chat.body["messages"], **self.chat.args())
-        except InvalidConversation as exc:
-            return error_response(400, str(exc), param=exc.param, code="invalid_value")
-        except (ConfigurationError, TokenizerUnavailable) as exc:
-            self._unmanaged(exc)
-            return None
-        if result is not None:
-            self.result = result
-        return result
-
-    def _unmanaged(self, exc: SummarizerError) -> None:
-        """Forward without context management (e.g. a model whose window is unknown).
-
-        Never silent: a warning header on the response, a metric, and a log line per model.
-        """
-        self.state.metrics.unmanaged.labels(type(exc).__name__).inc()
-        warned = self.state.warned_models
-        if self.chat.model not in warned and len(warned) < _MAX_WARNED_MODELS:
-            warned.add(self.chat.model)
-            logger.warning("forwarding %r requests unmanaged: %s", self.chat.model, exc)
-        # Header values must be printable ASCII; the message may quote client input.
-        text = " ".join(str(exc).split())[:300]
-        self.warning = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
-
-    async def compact(self, force: Trigger | None = None) -> Response | None:
-        """Compact (waiting for the session's lock); an error response if it cannot fit."""
-        self._pause()
-        try:
-            self.result = await self.state.context.aprepare(
-                self.chat.body["messages"],
-                force=force,
-                summarizer=self._counted(self.state.summarizer_for(self.chat.headers)),
-                **self.chat.args(),
-            )
-        except BudgetExceeded as exc:
-            return error_response(400, str(exc), param="messages", code="context_length_exceeded")
-        except InvalidConversation as exc:
-            return error_response(400, str(exc), param=exc.param, code="invalid_value")
-        except (ConfigurationError, TokenizerUnavailable) as exc:
-            self._unmanaged(exc)
-        finally:
-            self._resume()
-        return None
-
-    def _counted(self, perform: Callable[[SummarizeCall], Any]) -> Callable[[SummarizeCall], Any]:
-        """``perform``, counting each failed attempt in ``summarizer_upstream_errors_total``."""
-        errors = self.state.metrics.upstream_errors
-
-        async def call(request: SummarizeCall) -> SummaryOutcome:
-            outcome: SummaryOutcome = await perform(request)
-            for status in outcome.failed_attempts:
-                errors.labels(status, "summary").inc()
-            return outcome
-
-        return call
+        self.overhead = Overhead(state, chat.stream)
+        self.context = ChatContext(state, chat, self.overhead)
 
     async def offloaded(self, work: Callable[[], _T]) -> _T:
         """``work()``, in a worker thread when the body is large."""
         return await asyncio.to_thread(work) if self.large else work()
-
-    def outgoing(self) -> bytes:
-        """The body to send upstream for the current result."""
-        result = self.result
-        return outgoing_body(
-            self.chat.raw,
-            self.chat.body,
-            messages=result.messages if result is not None and result.rewritten else None,
-            stream=self.chat.stream,
-        )
-
-    def headers(self) -> dict[str, str]:
-        """The ``x-summarizer-*`` response headers."""
-        out = summarizer_headers(self.result)
-        if self.warning:
-            out["x-summarizer-warning"] = self.warning
-        return out
-
-    def observe(self, usage: Any) -> None:
-        """Calibrate with the provider's reported usage (ignored, and said once per kind of
-        value, when ``prompt_tokens`` is not a positive integer)."""
-        if self.result is None or not isinstance(usage, Mapping):
-            return
-        if not usable_usage(self.state, usage):
-            return
-        self.state.context.observe(self.result, usage, model=self.chat.model)
 
     # -- upstream -----------------------------------------------------------------------------
 
@@ -188,31 +79,31 @@ class ChatHandler:
         request = state.http.build_request(
             "POST",
             state.upstream_url(_CHAT_PATH),
-            content=await self.offloaded(self.outgoing),
+            content=await self.offloaded(self.context.outgoing),
             headers=[
                 *state.forward_headers(self.chat.headers, drop=("accept-encoding",)),
                 ("accept-encoding", "identity"),
             ],
         )
-        self._pause()
+        self.overhead.pause()
         try:
             return await state.http.send(request, stream=True)
         except httpx2.TransportError as exc:
             return state.upstream_failure(exc)
         finally:
-            self._resume()
+            self.overhead.resume()
 
     async def _read(self, response: httpx2.Response) -> bytes | Response:
         """The whole body of an upstream response (not proxy time), then the connection back;
         an error response when the upstream breaks off mid-body."""
-        self._pause()
+        self.overhead.pause()
         try:
             return await response.aread()
         except httpx2.TransportError as exc:
             return broken_off(self.state, exc)
         finally:
             await response.aclose()
-            self._resume()
+            self.overhead.resume()
 
     async def _whole_answer(self, response: httpx2.Response) -> Response:
         """A success answer read whole: relayed (and its usage observed) if it is a JSON
@@ -223,20 +114,27 @@ class ChatHandler:
         completion = json_object(content)
         if completion is None:
             return invalid_answer(self.state, response.status_code)
-        self.observe(completion.get("usage"))
+        await self.context.observe(completion.get("usage"))
         headers = {
             k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
         }
-        headers.update(self.headers())
+        headers.update(self.context.headers())
         return Response(content, status_code=response.status_code, headers=headers)
 
     async def send_with_retry(self) -> tuple[httpx2.Response | Response, bytes | None]:
-        """Send; on ``context_length_exceeded`` compact harder and send once more.
+        """Send; on ``context_length_exceeded`` compact harder and send once more (the one
+        policy, ``retry_on_overflow``).
 
         Returns the streamed response (body unread if 2xx) or an error response, and the body
         of a non-2xx upstream answer that was read to inspect it.
         """
-        for attempt in (1, 2):
+
+        async def attempt(force: Trigger | None) -> tuple[httpx2.Response | Response, bytes | None]:
+            if force is not None:
+                logger.info("upstream says context length exceeded; compacting and retrying")
+                failed = await self.context.compact(force=force)
+                if failed is not None:
+                    return failed, None
             response = await self.send()
             if not isinstance(response, httpx2.Response) or response.is_success:
                 return response, None
@@ -244,18 +142,14 @@ class ChatHandler:
             if isinstance(content, Response):
                 return content, None
             self.state.metrics.upstream_errors.labels(str(response.status_code)).inc()
-            if (
-                attempt == 1
-                and self.result is not None
-                and is_context_length(response.status_code, content)
-            ):
-                logger.info("upstream says context length exceeded; compacting and retrying")
-                failed = await self.compact(force="context_length_exceeded")
-                if failed is not None:
-                    return failed, None
-                continue
+            if self.context.result is not None and is_context_length(response.status_code, content):
+                raise _Overflowed(response, content)
             return response, content
-        raise AssertionError("unreachable")
+
+        try:
+            return await aretry_on_overflow(attempt, lambda exc: isinstance(exc, _Overflowed))
+        except _Overflowed as twice:  # refused again after the retry: passed through
+            return twice.response, twice.content
 
     # -- answering ----------------------------------------------------------------------------
 
@@ -263,39 +157,39 @@ class ChatHandler:
         """The whole non-streaming exchange."""
         response, content = await self.send_with_retry()
         if not isinstance(response, httpx2.Response):
-            self._finish()
+            self.overhead.finish()
             return response
         if content is None:
             answer = await self._whole_answer(response)
-            self._finish()
+            self.overhead.finish()
             return answer
         headers = {
             k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
         }
-        headers.update(self.headers())
-        self._finish()
+        headers.update(self.context.headers())
+        self.overhead.finish()
         return Response(content, status_code=response.status_code, headers=headers)
 
     async def respond_stream(self) -> Response:
         """The whole streaming exchange, once any compaction is done."""
         response, content = await self.send_with_retry()
         if not isinstance(response, httpx2.Response):
-            self._finish()
+            self.overhead.finish()
             return response
         if content is not None:  # an upstream error, passed through as is
             headers = dict(response_headers(response.headers.items()))
             headers.pop("content-encoding", None)
-            self._finish()
+            self.overhead.finish()
             return Response(content, status_code=response.status_code, headers=headers)
         if not is_event_stream(response):  # an upstream that ignored "stream", or garbage
             answer = await self._whole_answer(response)
-            self._finish()
+            self.overhead.finish()
             return answer
         headers = {
             k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
         }
-        headers.update(self.headers())
-        self._finish()
+        headers.update(self.context.headers())
+        self.overhead.finish()
         return StreamingResponse(
             self.relay(response), status_code=response.status_code, headers=headers
         )
@@ -310,7 +204,7 @@ class ChatHandler:
                 for event in splitter.feed(chunk):
                     usage = sse.usage_of(event)
                     if usage is not None:
-                        self.observe(usage)
+                        await self.context.observe(usage)
                         if not keep_usage and sse.is_usage_only(event):
                             continue
                     out.append(event)
@@ -358,7 +252,7 @@ class ChatHandler:
         if failed is not None:
             yield sse.data_event(json.loads(bytes(failed.body)))
             return
-        yield truth_comment(self.result)
+        yield truth_comment(self.context.result)
         response, content = await self.send_with_retry()
         if (
             isinstance(response, httpx2.Response)
@@ -366,7 +260,7 @@ class ChatHandler:
             and not is_event_stream(response)
         ):
             response = await self._whole_answer(response)
-        self._finish()
+        self.overhead.finish()
         if not isinstance(response, httpx2.Response):
             # An error, or a whole JSON answer to a stream request: its body as the one event.
             yield sse.data_event(json.loads(bytes(response.body)))
@@ -376,6 +270,15 @@ class ChatHandler:
             return
         async for piece in self.relay(response):
             yield piece
+
+
+class _Overflowed(Exception):
+    """The upstream answered ``context_length_exceeded`` (its answer, already read)."""
+
+    def __init__(self, response: httpx2.Response, content: bytes) -> None:
+        super().__init__("context length exceeded")
+        self.response = response
+        self.content = content
 
 
 async def chat_completions(request: Request) -> Response:
@@ -394,17 +297,18 @@ async def chat_completions(request: Request) -> Response:
         parsed = parse_chat_request(raw, request.headers)
     if isinstance(parsed, Response):
         return parsed
-    handler = ChatHandler(state, parsed)
-    quick = await handler.offloaded(handler.quick)
-    if isinstance(quick, Response):
-        return quick
-    if quick is None and handler.warning is None:
+    exchange = ChatExchange(state, parsed)
+    context = exchange.context
+    invalid = await context.locate()
+    if invalid is not None:
+        return invalid
+    if context.due:
         if not parsed.stream:
-            failed = await handler.compact()
+            failed = await context.compact()
             if failed is not None:
                 return failed
         else:
-            task = asyncio.ensure_future(handler.compact())
+            task = asyncio.ensure_future(context.compact())
             done, _ = await asyncio.wait({task}, timeout=state.settings.keepalive_interval)
             if not done:
                 # Not known yet: the SSE comment after the keepalives says what happened.
@@ -415,11 +319,11 @@ async def chat_completions(request: Request) -> Response:
                     "cache-control": "no-cache",
                 }
                 return StreamingResponse(
-                    handler.relay_after_compaction(task),
+                    exchange.relay_after_compaction(task),
                     media_type="text/event-stream",
                     headers=headers,
                 )
             failed = task.result()
             if failed is not None:
                 return failed
-    return await (handler.respond_stream() if parsed.stream else handler.respond())
+    return await (exchange.respond_stream() if parsed.stream else exchange.respond())

@@ -8,6 +8,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+from ..core.effects import Turn
 from ..core.results import PrepareResult
 from . import sse
 from .body import NestingTooDeep, parse_body
@@ -27,16 +28,17 @@ class ChatRequest:
     session: str | None
     headers: Any
 
-    def args(self) -> dict[str, Any]:
-        """Keyword arguments for ``ContextManager.unchanged`` / ``aprepare``."""
+    def turn(self) -> Turn:
+        """The request as the engine sees it."""
         tools = self.body.get("tools")
-        return {
-            "model": self.model,
-            "tools": tools if isinstance(tools, list) else None,
-            "session": self.session,
-            "request": self.body,
-            "namespace": self.namespace,
-        }
+        return Turn(
+            self.body["messages"],
+            self.model,
+            tools=tools if isinstance(tools, list) else None,
+            session=self.session,
+            request=self.body,
+            namespace=self.namespace,
+        )
 
 
 def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:

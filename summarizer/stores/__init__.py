@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 
+from ..core.checkpoints import prefix_candidates
 from ..core.errors import ConfigurationError
-from .base import Store, prefix_candidates
+from .base import Store
 from .memory import MemoryStore
 from .sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
 

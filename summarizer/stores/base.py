@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
@@ -78,12 +78,6 @@ class Store(Protocol):
     ) -> None:
         """Close the store."""
         ...
-
-
-def prefix_candidates(chain: Sequence[str], start: int = 0) -> dict[str, int]:
-    """The ``find_latest`` argument for a prefix chain: ``{chain[i]: i + 1}`` for ``i >= start``
-    (a caller that knows a checkpoint covering ``start`` messages asks only for longer ones)."""
-    return {chain[index]: index + 1 for index in range(start, len(chain))}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,104 @@
+"""A turn resolved against its checkpoint: the view the model would see, and its size.
+
+Pure: the view is a function of the raw messages and the checkpoint that applies to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .checkpoints import Checkpoint, Slot
+from .config import Budget
+from .messages import Message, message_digest
+from .planner import ViewItem
+from .results import TokenReport
+from .tokens import TokenCounter
+
+
+@dataclass
+class Located:
+    """A turn resolved against the store: its view and its size (engine-internal state)."""
+
+    session: str
+    namespace: str
+    messages: list[Message]
+    model: str
+    tools: list[Mapping[str, Any]] | None
+    request: Mapping[str, Any]
+    budget: Budget
+    counter: TokenCounter
+    checkpoint: Checkpoint | None
+    digests: list[str]
+    chain: list[str]
+    view: list[ViewItem]
+    fixed_tokens: int
+    raw_tokens: int
+    calibrated_tokens: int
+    generation: int | None
+    """The store's generation when the checkpoint was looked up (None: unknown)."""
+
+    def report(self, raw_tokens: int, calibrated: int) -> TokenReport:
+        """The token figures of a request of this turn's budget."""
+        return TokenReport(
+            estimated_tokens=calibrated,
+            raw_estimated_tokens=raw_tokens,
+            context_window=self.budget.context_window,
+            reserve_output_tokens=self.budget.reserve_output_tokens,
+            trigger_tokens=self.budget.trigger_tokens,
+            target_tokens=self.budget.target_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMemo:
+    """What the engine last learned of a session's checkpoints."""
+
+    checkpoint: Checkpoint | None
+    """The best checkpoint found for the session's conversation, if any."""
+    checked: int
+    """The store held nothing better for any prefix up to this many messages..."""
+    checked_hash: str
+    """...of the conversation whose prefix of ``checked`` messages hashes to this..."""
+    generation: int | None
+    """...as of this store generation (None: the store cannot tell, so it is never trusted)."""
+
+    def covers(self, chain: Sequence[str]) -> bool:
+        """Whether ``chain`` begins with the conversation this memo checked."""
+        return (
+            self.generation is not None
+            and 0 < self.checked <= len(chain)
+            and chain[self.checked - 1] == self.checked_hash
+        )
+
+
+def extends(chain: Sequence[str], checkpoint: Checkpoint) -> bool:
+    """Whether the conversation hashed by ``chain`` begins with the checkpoint's basis."""
+    k = checkpoint.basis_count
+    return checkpoint.applicable and k <= len(chain) and chain[k - 1] == checkpoint.basis_hash
+
+
+def view_of(
+    raw: Sequence[Message],
+    digests: Sequence[str],
+    checkpoint: Checkpoint | None,
+    counter: TokenCounter,
+) -> list[ViewItem]:
+    """The messages the model sees for ``raw`` under ``checkpoint``, each counted."""
+
+    def item(entry: int | Slot) -> ViewItem:
+        if isinstance(entry, Slot):
+            message = entry.message
+            tokens = counter.count_message(message, digest=message_digest(message))
+            return ViewItem(message, None, tokens, replaces=(entry.start, entry.end))
+        override = checkpoint.overrides.get(entry) if checkpoint is not None else None
+        if override is not None:
+            digest = message_digest(override)
+            return ViewItem(override, entry, counter.count_message(override, digest=digest))
+        tokens = counter.count_message(raw[entry], digest=digests[entry])
+        return ViewItem(raw[entry], entry, tokens)
+
+    if checkpoint is None:
+        return [item(i) for i in range(len(raw))]
+    return [item(entry) for entry in checkpoint.layout(len(raw))]

@@ -1,0 +1,156 @@
+"""What a compaction records: the checkpoint it writes, the event it reports, and the refusal it
+raises when nothing fits. Pure functions of the located turn, the plan and the summaries."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .checkpoints import Checkpoint
+from .config import Budget
+from .errors import BudgetExceeded
+from .located import Located
+from .messages import Message
+from .planner import Plan, ViewItem, cut_outputs
+from .results import CompactionEvent, Trigger
+from .summaries import RunSummary
+
+
+def build_checkpoint(
+    located: Located,
+    plan: Plan,
+    summaries: Sequence[RunSummary],
+    *,
+    trigger: Trigger,
+    summary_model: str | None,
+) -> Checkpoint:
+    """The checkpoint of ``located`` after ``plan``, with the ``summaries`` written for it.
+
+    Earlier summaries the plan keeps stay as they were; earlier cut outputs stay cut unless a new
+    summary now stands for them.
+    """
+    view = located.view
+    previous = located.checkpoint
+    replaced = set(plan.span)
+    new_slots = [s.slot for s in summaries]
+    slots = list(new_slots)
+    for i, item in enumerate(view):
+        if item.replaces is not None and i not in replaced and previous is not None:
+            kept = previous.slot_at(item.replaces[0])
+            if kept is not None:
+                slots.append(kept)
+    slots.sort(key=lambda slot: slot.start)
+
+    def outside(index: int) -> bool:
+        return not any(slot.start <= index < slot.end for slot in new_slots)
+
+    overrides: dict[int, Message] = {}
+    if previous is not None:
+        overrides.update({i: m for i, m in previous.overrides.items() if outside(i)})
+    for i, replacement in plan.overrides.items():
+        raw_index = view[i].raw_index
+        assert raw_index is not None, "only raw tool outputs are cut"
+        overrides[raw_index] = replacement
+    facts: dict[str, dict[str, Any]] = {}
+    for summary in summaries:
+        for fact in summary.facts:
+            facts.setdefault(fact.key, fact.model_dump())
+    scores = [s.slot.score for s in summaries if s.slot.score is not None]
+    failures = [s.slot.failure for s in summaries if s.slot.failure]
+    return Checkpoint(
+        namespace=located.namespace,
+        session=located.session,
+        basis_count=len(located.messages),
+        basis_hash=located.chain[-1],
+        slots=slots,
+        overrides=overrides,
+        summary="\n\n".join(slot.summary for slot in new_slots),
+        ledger=list(facts.values()),
+        score=min(scores) if scores else None,
+        tokens_before=located.calibrated_tokens,
+        tokens_after=0,
+        model=located.model,
+        summary_model=summary_model or located.model,
+        trigger=trigger,
+        failure="; ".join(failures) or None,
+        parent_id=previous.id if previous else None,
+    )
+
+
+def cut_final_turn(
+    located: Located,
+    plan: Plan,
+    checkpoint: Checkpoint,
+    new_view: Sequence[ViewItem],
+    *,
+    size: int,
+    limit: int,
+    marker: str,
+) -> Checkpoint:
+    """``checkpoint`` with the final turn's tool outputs cut until a request of ``size`` counted
+    tokens (its real size, the summaries written) comes down to ``limit``."""
+    raw = {located.view[i].raw_index for i in plan.final_cuts}
+    where = [i for i, item in enumerate(new_view) if item.raw_index in raw]
+    cuts, _ = cut_outputs(
+        new_view, where, size=size, goal=limit, count=located.counter.count_message, marker=marker
+    )
+    if cuts and "truncate_tool_output" not in plan.degraded:
+        plan.degraded.append("truncate_tool_output")
+    overrides = dict(checkpoint.overrides)
+    for i, replacement in cuts.items():
+        raw_index = new_view[i].raw_index
+        assert raw_index is not None
+        overrides[raw_index] = replacement
+    return checkpoint.model_copy(update={"overrides": overrides})
+
+
+def compaction_event(
+    located: Located,
+    checkpoint: Checkpoint,
+    summaries: Sequence[RunSummary],
+    plan: Plan,
+    *,
+    trigger: Trigger,
+    latency_s: float,
+) -> CompactionEvent:
+    """The event ``on_compaction`` receives for this compaction."""
+    previous = located.checkpoint
+    covered = checkpoint.covered_count
+    outcomes = [s.outcome for s in summaries if s.outcome is not None]
+    prompt = [o.prompt_tokens for o in outcomes if o.prompt_tokens is not None]
+    cached = [o.cached_tokens for o in outcomes if o.cached_tokens is not None]
+    return CompactionEvent(
+        session=located.session,
+        checkpoint_id=checkpoint.id,
+        trigger=trigger,
+        tokens_before=located.calibrated_tokens,
+        tokens_after=checkpoint.tokens_after,
+        summary=checkpoint.summary,
+        ledger_size=len(checkpoint.ledger),
+        score=checkpoint.score,
+        latency_s=latency_s,
+        cut=(previous.covered_count if previous else 0, covered),
+        kept_indices=[i for i in range(covered) if checkpoint.slot_at(i) is None],
+        replaced=[(s.slot.start, s.slot.end) for s in summaries],
+        degraded=list(plan.degraded),
+        failure=checkpoint.failure,
+        summary_prompt_tokens=sum(prompt) if prompt else None,
+        summary_cached_tokens=sum(cached) if cached else None,
+    )
+
+
+def calibrated_refusal(
+    exc: BudgetExceeded, ratio: float, limit: int, budget: Budget
+) -> BudgetExceeded:
+    """The planner's refusal (in counted tokens) in the provider's tokens, naming the window."""
+    parts = {name: math.ceil(tokens * ratio) for name, tokens in exc.parts.items()}
+    return BudgetExceeded(
+        required_tokens=math.ceil(exc.required_tokens * ratio),
+        budget_tokens=limit,
+        detail=f"a {budget.context_window:,}-token window less {budget.reserve_output_tokens:,} "
+        f"kept for the reply; {exc.detail}"
+        if exc.detail
+        else "",
+        parts=parts,
+    )

@@ -1,0 +1,58 @@
+"""The performers the engine's drivers use: summary calls to the model, storage to the store
+(in a worker thread for async callers, so a slow store never stalls the event loop)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..core.effects import Effect
+from ..core.errors import ConfigurationError
+from ..core.results import SummarizeCall, SummaryOutcome
+from ..stores import Store
+from ..stores.effects import perform_store
+
+SyncSummarizer = Callable[[SummarizeCall], SummaryOutcome]
+AsyncSummarizer = Callable[[SummarizeCall], Awaitable[SummaryOutcome]]
+
+
+class Performer:
+    """Performs effects for ``drive_sync``: summary calls with ``summarize``, the rest against
+    ``store``."""
+
+    def __init__(self, store: Store, summarize: SyncSummarizer | None) -> None:
+        self.store = store
+        self.summarize = summarize
+
+    def __call__(self, effect: Effect) -> Any:
+        """The answer to ``effect``."""
+        if isinstance(effect, SummarizeCall):
+            if self.summarize is None:
+                raise ConfigurationError(
+                    "a compaction is needed but no synchronous client was given for summary "
+                    "calls: pass client=openai.OpenAI(...) (or use aprepare with an AsyncOpenAI "
+                    "client)"
+                )
+            return self.summarize(effect)
+        return perform_store(self.store, effect)
+
+
+class AsyncPerformer:
+    """Performs effects for ``drive_async``: summary calls with ``summarize``, storage in a
+    worker thread."""
+
+    def __init__(self, store: Store, summarize: AsyncSummarizer | None) -> None:
+        self.store = store
+        self.summarize = summarize
+
+    async def __call__(self, effect: Effect) -> Any:
+        """The answer to ``effect``."""
+        if isinstance(effect, SummarizeCall):
+            if self.summarize is None:
+                raise ConfigurationError(
+                    "a compaction is needed but no async client was given for summary calls: "
+                    "pass client=openai.AsyncOpenAI(...)"
+                )
+            return await self.summarize(effect)
+        return await asyncio.to_thread(perform_store, self.store, effect)

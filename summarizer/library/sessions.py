@@ -1,0 +1,106 @@
+"""Holding a session while it is compacted: a lock per session within the process, and a lease
+in the store across every process sharing it, so one compaction runs at a time per session."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import uuid
+import weakref
+
+from ..stores import Store
+
+LEASE_TTL_S = 30.0
+"""How long a compaction lease lasts unless renewed; a holder renews it every third of that."""
+LEASE_POLL_S = (0.05, 1.0)
+"""First and longest wait between attempts to take a lease another process holds."""
+
+
+class Lease:
+    """A session's compaction lease in the store, renewed on a thread while held.
+
+    One compaction per session at a time holds across processes sharing a store: a process that
+    dies holding it blocks the session for at most ``LEASE_TTL_S``.
+    """
+
+    def __init__(self, store: Store, namespace: str, session: str) -> None:
+        self.store = store
+        self.key = (namespace, session)
+        self.owner = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def take(self) -> bool:
+        """Take the lease if nobody else holds it; start renewing it when taken."""
+        if not self.store.try_lease(*self.key, self.owner, LEASE_TTL_S):
+            return False
+        self._renewer = threading.Thread(target=self._renew, name="summarizer-lease", daemon=True)
+        self._renewer.start()
+        return True
+
+    def _renew(self) -> None:
+        while not self._stop.wait(LEASE_TTL_S / 3):
+            try:
+                self.store.try_lease(*self.key, self.owner, LEASE_TTL_S)
+            except ValueError:  # the store was closed
+                return
+
+    def release(self) -> None:
+        """Stop renewing and give the lease up."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        with contextlib.suppress(ValueError):  # a closed store: the lease expires on its own
+            self.store.release_lease(*self.key, self.owner)
+
+
+class _SessionLock:
+    """A thread lock that a weak mapping can hold (``threading.Lock`` takes no weak refs)."""
+
+    __slots__ = ("__weakref__", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+
+class SessionLocks:
+    """The lock of each session (a thread lock and an asyncio lock), held weakly: a session's
+    lock lives while some request holds or awaits it, so a process that sees many sessions never
+    keeps one lock per session forever."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakValueDictionary[tuple[str, str], _SessionLock] = (
+            weakref.WeakValueDictionary()
+        )
+        self._alocks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        self._guard = threading.Lock()
+
+    def __len__(self) -> int:
+        """How many sessions have a lock now (held, or awaited by some request)."""
+        with self._guard:
+            return len(self._locks) + len(self._alocks)
+
+    def thread_lock(self, namespace: str, session: str) -> _SessionLock:
+        """The session's lock for threads."""
+        with self._guard:
+            lock = self._locks.get((namespace, session))
+            if lock is None:
+                lock = self._locks[(namespace, session)] = _SessionLock()
+            return lock
+
+    def task_lock(self, namespace: str, session: str) -> asyncio.Lock:
+        """The session's lock for asyncio tasks."""
+        with self._guard:
+            lock = self._alocks.get((namespace, session))
+            if lock is None:
+                lock = self._alocks[(namespace, session)] = asyncio.Lock()
+            return lock

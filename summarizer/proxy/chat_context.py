@@ -1,0 +1,160 @@
+"""What the proxy does to one chat request's context: locate it once, compact it when due (or
+when the upstream said it is too long), say what was done, and feed the usage back.
+
+A model whose window is unknown (or whose tokenizer is missing) is forwarded unmanaged, never
+silently: a warning header, a metric, and one log line per model.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from starlette.responses import Response
+
+from ..core.errors import (
+    BudgetExceeded,
+    ConfigurationError,
+    InvalidConversation,
+    SummarizerError,
+    TokenizerUnavailable,
+)
+from ..core.located import Located
+from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
+from .answers import usable_usage
+from .body import outgoing_body
+from .chat_request import ChatRequest, summarizer_headers
+from .errors import error_response
+from .state import ProxyState
+
+logger = logging.getLogger("summarizer.proxy")
+
+_MAX_WARNED_MODELS = 1000  # model names come from clients: bound what is remembered
+
+
+class Overhead:
+    """Time spent in the proxy for one request, outside upstream calls and compactions."""
+
+    def __init__(self, state: ProxyState, stream: bool) -> None:
+        self.state = state
+        self.stream = stream
+        self.seconds = 0.0
+        self._mark = time.perf_counter()
+
+    def pause(self) -> None:
+        """Stop counting (an upstream call or a compaction begins)."""
+        self.seconds += time.perf_counter() - self._mark
+
+    def resume(self) -> None:
+        """Count again."""
+        self._mark = time.perf_counter()
+
+    def finish(self) -> None:
+        """Stop, and record the total in ``summarizer_proxy_overhead_seconds``."""
+        self.pause()
+        label = "true" if self.stream else "false"
+        self.state.metrics.overhead.labels(label).observe(self.seconds)
+
+
+class ChatContext:
+    """One chat request's context: located, settled, and reported back to the client."""
+
+    def __init__(self, state: ProxyState, chat: ChatRequest, overhead: Overhead) -> None:
+        self.state = state
+        self.chat = chat
+        self.overhead = overhead
+        self.located: Located | None = None
+        self.result: PrepareResult | None = None
+        """What is sent: None until settled, and for a request forwarded unmanaged."""
+        self.warning: str | None = None
+
+    @property
+    def due(self) -> bool:
+        """Whether the located request still needs a compaction before it is sent."""
+        return self.located is not None and self.result is None and self.warning is None
+
+    async def locate(self) -> Response | None:
+        """Locate the request (once, in a worker thread); settled already when no compaction is
+        due. An error response for an invalid conversation."""
+        context = self.state.context
+        try:
+            self.located = await context.alocate(self.chat.turn())
+        except InvalidConversation as exc:
+            return error_response(400, str(exc), param=exc.param, code="invalid_value")
+        except (ConfigurationError, TokenizerUnavailable) as exc:
+            self._unmanaged(exc)
+            return None
+        self.result = context.ready(self.located)
+        return None
+
+    async def compact(self, force: Trigger | None = None) -> Response | None:
+        """Compact (waiting for the session's lock); an error response if it cannot fit."""
+        if self.located is None:
+            return None
+        self.overhead.pause()
+        try:
+            self.result = await self.state.context.acompact(
+                self.located,
+                force=force,
+                summarizer=self._counted(self.state.summarizer_for(self.chat.headers)),
+            )
+        except BudgetExceeded as exc:
+            return error_response(400, str(exc), param="messages", code="context_length_exceeded")
+        except InvalidConversation as exc:
+            return error_response(400, str(exc), param=exc.param, code="invalid_value")
+        except (ConfigurationError, TokenizerUnavailable) as exc:
+            self._unmanaged(exc)
+        finally:
+            self.overhead.resume()
+        return None
+
+    def _unmanaged(self, exc: SummarizerError) -> None:
+        """Forward without context management (e.g. a model whose window is unknown)."""
+        self.state.metrics.unmanaged.labels(type(exc).__name__).inc()
+        warned = self.state.warned_models
+        if self.chat.model not in warned and len(warned) < _MAX_WARNED_MODELS:
+            warned.add(self.chat.model)
+            logger.warning("forwarding %r requests unmanaged: %s", self.chat.model, exc)
+        # Header values must be printable ASCII; the message may quote client input.
+        text = " ".join(str(exc).split())[:300]
+        self.warning = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
+
+    def _counted(self, perform: Callable[[SummarizeCall], Any]) -> Callable[[SummarizeCall], Any]:
+        """``perform``, counting each failed attempt in ``summarizer_upstream_errors_total``."""
+        errors = self.state.metrics.upstream_errors
+
+        async def call(request: SummarizeCall) -> SummaryOutcome:
+            outcome: SummaryOutcome = await perform(request)
+            for status in outcome.failed_attempts:
+                errors.labels(status, "summary").inc()
+            return outcome
+
+        return call
+
+    def outgoing(self) -> bytes:
+        """The body to send upstream for the current result."""
+        result = self.result
+        return outgoing_body(
+            self.chat.raw,
+            self.chat.body,
+            messages=result.messages if result is not None and result.rewritten else None,
+            stream=self.chat.stream,
+        )
+
+    def headers(self) -> dict[str, str]:
+        """The ``x-summarizer-*`` response headers."""
+        out = summarizer_headers(self.result)
+        if self.warning:
+            out["x-summarizer-warning"] = self.warning
+        return out
+
+    async def observe(self, usage: Any) -> None:
+        """Calibrate with the provider's reported usage (ignored, and said once per kind of
+        value, when ``prompt_tokens`` is not a positive integer)."""
+        if self.result is None or not isinstance(usage, Mapping):
+            return
+        if not usable_usage(self.state, usage):
+            return
+        await self.state.context.aobserve(self.result, usage, model=self.chat.model)

@@ -1,0 +1,28 @@
+"""Performing the engine's storage effects against a ``Store`` (``core.effects``)."""
+
+from __future__ import annotations
+
+from ..core.effects import FindCheckpoint, Found, RecordUsage, SaveCheckpoint, Saved
+from .base import Store
+
+StoreEffect = FindCheckpoint | SaveCheckpoint | RecordUsage
+
+
+def perform_store(store: Store, effect: StoreEffect) -> Found | Saved | None:
+    """Do what ``effect`` asks of ``store`` and return its answer (blocking: async callers run
+    it in a worker thread)."""
+    if isinstance(effect, FindCheckpoint):
+        # Read before the lookup: a write during it then makes the engine's memo stale, never
+        # wrong.
+        generation = store.generation()
+        unchanged = generation is not None and generation == effect.unchanged_since
+        candidates = effect.fresh if unchanged else effect.candidates
+        found = store.find_latest(effect.namespace, candidates) if candidates else None
+        return Found(found, generation)
+    if isinstance(effect, SaveCheckpoint):
+        store.put(effect.checkpoint)
+        return Saved(store.generation())
+    store.update_reported(
+        effect.namespace, effect.checkpoint_id, reported_tokens_after=effect.reported_tokens_after
+    )
+    return None
