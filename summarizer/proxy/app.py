@@ -9,6 +9,7 @@ Routes:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -70,7 +71,7 @@ async def session_checkpoints(request: Request) -> Response:
         )
     session = request.path_params["session"]
     namespace = credential_namespace(secret)
-    checkpoints = state.store.list_session(namespace, session)
+    checkpoints = await asyncio.to_thread(state.store.list_session, namespace, session)
     if not checkpoints:
         return error_response(
             404, f"No session {session!r} for this credential.", code="session_not_found"
