@@ -31,6 +31,7 @@ _EXPORTS = {
     "MemoryStore": "stores",
     "PinRule": "core.config",
     "PrepareResult": "core.results",
+    "RunConfigMismatch": "evaluation.runner",
     "SQLiteStore": "stores",
     "Store": "stores",
     "SummarizeCall": "core.results",
@@ -55,6 +56,7 @@ __all__ = [
     "MemoryStore",
     "PinRule",
     "PrepareResult",
+    "RunConfigMismatch",
     "SQLiteStore",
     "Store",
     "SummarizeCall",
@@ -87,6 +89,7 @@ if TYPE_CHECKING:
         SummaryOutcome,
         TokenReport,
     )
+    from .evaluation.runner import RunConfigMismatch
     from .library.manager import ContextManager
     from .library.wrapping import wrap
     from .stores import MemoryStore, SQLiteStore, Store

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 import subprocess
 import sys
 
@@ -34,6 +35,7 @@ PUBLIC_BY_MODULE = {
         "SummaryOutcome",
         "TokenReport",
     ],
+    "summarizer.evaluation.runner": ["RunConfigMismatch"],
     "summarizer.library.manager": ["ContextManager"],
     "summarizer.library.wrapping": ["wrap"],
     "summarizer.stores": ["MemoryStore", "SQLiteStore", "Store"],
@@ -74,6 +76,25 @@ def test_every_error_class_is_exported() -> None:
     }
     assert defined
     assert defined <= set(summarizer.__all__)
+
+
+def test_every_summarizer_error_anywhere_in_the_package_is_exported() -> None:
+    # The error tree is public wherever a class of it is defined (the evaluator's own too).
+    found = {}
+    for info in pkgutil.walk_packages(summarizer.__path__, prefix="summarizer."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, errors.SummarizerError)
+                and value.__module__ == module.__name__
+            ):
+                found[name] = value
+    assert {"RunConfigMismatch", "BudgetExceeded"} <= set(found)
+    assert set(found) <= set(summarizer.__all__)
+    assert all(getattr(summarizer, name) is cls for name, cls in found.items())
 
 
 def test_every_public_name_imports_in_a_fresh_interpreter() -> None:
