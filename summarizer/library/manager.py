@@ -69,12 +69,9 @@ class ContextManager:
                 f"pass config= or its fields as keywords, not both (got config= and "
                 f"{', '.join(sorted(fields))})"
             )
+        _check_hooks(client=client, store=store, on_compaction=on_compaction, summarizer=summarizer)
         self.config = config
-        self.store: Store = (
-            store
-            if store is not None and not isinstance(store, (str, PathLike))
-            else open_store(store)
-        )
+        self.store: Store = store if isinstance(store, Store) else open_store(store)
         self.engine = engine_for(
             self.config, calibration=Calibration(), on_compaction=on_compaction
         )
@@ -248,6 +245,25 @@ class ContextManager:
 
     def _store_effect(self, effect: Any) -> Any:
         return perform_store(self.store, effect)
+
+
+def _check_hooks(*, client: Any, store: Any, on_compaction: Any, summarizer: Any) -> None:
+    """``ConfigurationError`` naming each keyword that is not what it must be."""
+    problems = []
+    if client is not None and not isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)):
+        problems.append(
+            ("client", f"must be an openai.OpenAI or AsyncOpenAI, not {type(client)!r}")
+        )
+    if store is not None and not isinstance(store, (Store, str, PathLike)):
+        problems.append(("store", f"must be a Store, a SQLite path or None, not {type(store)!r}"))
+    for name, hook in (("on_compaction", on_compaction), ("summarizer", summarizer)):
+        if hook is not None and not callable(hook):
+            problems.append((name, f"must be callable, not {type(hook)!r}"))
+    if problems:
+        listed = "; ".join(f"{field}: {problem}" for field, problem in problems)
+        raise ConfigurationError(
+            f"invalid ContextManager arguments: {listed}", problems=tuple(problems)
+        )
 
 
 def _turn(
