@@ -205,7 +205,7 @@ class ContextManager:
             delay = LEASE_POLL_S[0]
             while True:
                 # Another task or process may have compacted this session while we waited.
-                located = await drive_async(self.engine.refresh(located), perform)
+                located = await drive_async(self.engine.refresh(located), perform, offload=True)
                 if force is None and (done := self.ready(located)) is not None:
                     return done
                 if await asyncio.to_thread(lease.take):
@@ -213,7 +213,7 @@ class ContextManager:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, LEASE_POLL_S[1])
             try:
-                located = await drive_async(self.engine.refresh(located), perform)
+                located = await drive_async(self.engine.refresh(located), perform, offload=True)
                 if force is None and (done := self.ready(located)) is not None:
                     return done
                 steps = self.engine.steps(located, trigger=force or "threshold")
