@@ -627,7 +627,7 @@ def cache_bounds(page_cache_kib: int, footprints: dict[str, Footprint]) -> list[
         ],
         [
             "token count per message digest (`TiktokenCounter._messages`)",
-            "`summarizer/core/tokens/counting.py` `TiktokenCounter(cache_size=...)`; one counter "
+            "`summarizer/core/tokens/counters.py` `TiktokenCounter(cache_size=...)`; one counter "
             "per encoding, process-wide (`summarizer/loaders/tokenizers.py` `make_counter`)",
             f"{counter_size:,} messages",
             *_per_entry(footprints.get("tokens"), counter_size),

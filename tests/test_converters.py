@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from summarizer.cli.convert import convert_app
+from summarizer.core.errors import ConversionError
 from summarizer.core.messages import group_units
 from summarizer.evaluation.converters import (
-    ConversionError,
     action_identifiers,
     convert_chat,
     convert_swe_agent,

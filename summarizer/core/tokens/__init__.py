@@ -23,16 +23,15 @@ What this module guarantees:
 
 from __future__ import annotations
 
+from .cache import CacheInfo
 from .calibration import Calibration
+from .counters import ApproximateCounter, TiktokenCounter
 from .counting import (
     REPLY_PRIMING_TOKENS,
     TOKENS_PER_MESSAGE,
     TOKENS_PER_NAME,
     TOOL_CALL_TOKENS,
     TOOL_CONSTANTS,
-    ApproximateCounter,
-    CacheInfo,
-    TiktokenCounter,
     TokenCounter,
     ToolTokenConstants,
 )

@@ -1,23 +1,20 @@
-"""Counting the tokens of a Chat Completions request: text, messages, tool definitions.
-
-``TiktokenCounter`` encodes with a tiktoken ``Encoding`` it is given (loaded offline at the edge,
-by ``summarizer.loaders.tokenizers``); ``ApproximateCounter`` (characters / 4) is used only when
-asked for by name, never as a fallback.
+"""What a Chat Completions request costs in tokens beyond its text: the cookbook's overheads per
+message, name and reply, content parts, tool calls and tool definitions, cached per message.
+``_ChatCounter`` walks a request; its subclasses in ``counters`` say how text becomes tokens.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigurationError
 from ..messages import canonical_bytes, canonical_json, message_digest
-from .encodings import APPROXIMATE, CL100K_BASE, O200K_BASE
+from .cache import _LRU, CacheInfo
+from .encodings import CL100K_BASE, O200K_BASE
 from .images import (
     AUDIO_PART_TOKENS,
     DEFAULT_IMAGE_SIZE,
@@ -26,9 +23,6 @@ from .images import (
     data_url_image_size,
     image_tokens,
 )
-
-if TYPE_CHECKING:
-    import tiktoken
 
 TOKENS_PER_MESSAGE = 3
 """Cookbook: every message is wrapped as ``<|start|>{role}<|message|>{content}<|end|>``."""
@@ -88,55 +82,6 @@ class TokenCounter(Protocol):
     def count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
         """Tokens of the ``tools`` (or legacy ``functions``) definitions of a request."""
         ...
-
-
-class CacheInfo(NamedTuple):
-    """Statistics of a counter's cache."""
-
-    hits: int
-    misses: int
-    size: int
-    maxsize: int
-
-
-class _LRU:
-    """A bounded, thread-safe least-recently-used map of digests to counts."""
-
-    def __init__(self, maxsize: int) -> None:
-        self._data: OrderedDict[str, int] = OrderedDict()
-        self._lock = threading.Lock()
-        self.maxsize = maxsize
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: str) -> int | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is None:
-                self.misses += 1
-                return None
-            self._data.move_to_end(key)
-            self.hits += 1
-            return value
-
-    def put(self, key: str, value: int) -> None:
-        if self.maxsize <= 0:
-            return
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
-
-    def info(self) -> CacheInfo:
-        with self._lock:
-            return CacheInfo(self.hits, self.misses, len(self._data), self.maxsize)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self.hits = 0
-            self.misses = 0
 
 
 def _json_text(value: Any) -> str:
@@ -358,86 +303,3 @@ class _ChatCounter:
         if rest:
             total += self.count_text(_json_text(rest))
         return total
-
-
-class TiktokenCounter(_ChatCounter):
-    """Exact tiktoken counting with the cookbook's chat overheads; a ``TokenCounter``."""
-
-    def __init__(self, encoding: tiktoken.Encoding, *, cache_size: int = 200_000) -> None:
-        """Count with ``encoding`` (``summarizer.loaders.tokenizers.load_encoding`` loads one
-        offline)."""
-        encoding_name = encoding.name
-        self.name = encoding_name
-        self._encoding = encoding
-        # tiktoken encodes with the GIL released, but turning millions of token ids into a Python
-        # list holds it (about 110 ms for 3.4M ids). Its buffer form skips that list; it is
-        # tiktoken's private API, so it is used only where present, and checked at load.
-        self._count_buffer = _buffer_counter(self._encoding)
-        super().__init__(
-            tool_constants=TOOL_CONSTANTS.get(encoding_name, TOOL_CONSTANTS[O200K_BASE]),
-            cache_size=cache_size,
-        )
-
-    def count_text(self, text: str) -> int:
-        """Tokens of ``text``; special-token spellings count as ordinary text.
-
-        A lone surrogate (JSON allows ``"\\ud800"``) counts as U+FFFD, as tiktoken itself
-        encodes it. Long texts are counted without building the list of token ids.
-        """
-        if len(text) > _LONG_TEXT and self._count_buffer is not None:
-            try:
-                return self._count_buffer(text, _NO_SPECIALS).nbytes // 4
-            except UnicodeEncodeError:
-                return self.count_text(_without_surrogates(text))
-        return len(self._encoding.encode_ordinary(text))
-
-    def __repr__(self) -> str:
-        return f"TiktokenCounter({self.name!r})"
-
-
-_LONG_TEXT = 65_536
-"""Texts longer than this (in characters) are counted through tiktoken's token buffer."""
-_NO_SPECIALS: frozenset[str] = frozenset()
-
-
-def _buffer_counter(
-    encoding: tiktoken.Encoding,
-) -> Callable[[str, frozenset[str]], memoryview] | None:
-    """``encode_to_tiktoken_buffer`` as a memoryview maker, if this tiktoken has it and it agrees
-    with ``encode_ordinary`` (special-token text included); else None."""
-    core = getattr(encoding, "_core_bpe", None)
-    encode = getattr(core, "encode_to_tiktoken_buffer", None)
-    if encode is None:
-        return None
-
-    def count(text: str, allowed: frozenset[str]) -> memoryview:
-        return memoryview(encode(text, allowed))
-
-    probe = "def f(x):\n    return x  # <|endoftext|> done."
-    try:
-        agrees = count(probe, _NO_SPECIALS).nbytes // 4 == len(encoding.encode_ordinary(probe))
-    except Exception:  # an API that changed shape: use the list path
-        return None
-    return count if agrees else None
-
-
-def _without_surrogates(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD (what tiktoken encodes for it)."""
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-class ApproximateCounter(_ChatCounter):
-    """Characters / 4 with the same overheads: an explicit opt-in, never a fallback."""
-
-    CHARS_PER_TOKEN = 4
-
-    def __init__(self, *, cache_size: int = 200_000) -> None:
-        self.name = APPROXIMATE
-        super().__init__(tool_constants=TOOL_CONSTANTS[O200K_BASE], cache_size=cache_size)
-
-    def count_text(self, text: str) -> int:
-        """``ceil(len(text) / 4)``."""
-        return -(-len(text) // self.CHARS_PER_TOKEN)
-
-    def __repr__(self) -> str:
-        return "ApproximateCounter()"

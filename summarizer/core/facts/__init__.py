@@ -1,0 +1,41 @@
+"""The fact ledger: key facts pulled out of compacted turns by code, not by the model.
+
+``extract_facts`` reads a span of conversation and keeps what an agent must not forget (paths,
+URLs, identifiers, errors, commands, tests, commits, quantities); ``merge_ledger`` folds it into
+the previous ledger under a token bound; ``render_ledger``/``parse_ledger`` write it into the
+summary message and read it back; ``mentions``/``score_summary`` measure how many facts a summary
+kept. Everything is pure and deterministic. Extraction prefers precision over recall, and every
+regex is linear: long whitespace-free runs are skipped and line rules only read a line's head.
+"""
+
+from __future__ import annotations
+
+from .extraction import extract_facts
+from .fact import Fact, FactKind, normalize_fact_text
+from .ledger import (
+    EVICTION_ORDER,
+    KIND_ORDER,
+    LEDGER_HEADER,
+    merge_ledger,
+    parse_ledger,
+    render_ledger,
+)
+from .matching import NormalizedText, Score, mentions, normalize_summary, score_summary
+
+__all__ = [
+    "EVICTION_ORDER",
+    "KIND_ORDER",
+    "LEDGER_HEADER",
+    "Fact",
+    "FactKind",
+    "NormalizedText",
+    "Score",
+    "extract_facts",
+    "mentions",
+    "merge_ledger",
+    "normalize_fact_text",
+    "normalize_summary",
+    "parse_ledger",
+    "render_ledger",
+    "score_summary",
+]

@@ -1,0 +1,205 @@
+"""Extracting the facts of a span of conversation (``extract_facts``): every message's text,
+tool-call arguments and outputs scanned line by line, by first appearance. Precision over
+recall: long whitespace-free runs are skipped."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..messages import message_text
+from .fact import Fact, FactKind, _strip_edges
+from .recognizers import (
+    _BARE_NAMES,
+    _LINE_HEAD,
+    _QTY_RE,
+    _bound,
+    _commit,
+    _error_line,
+    _path,
+    _quantity,
+)
+
+_MAX_TOKEN = 300  # a longer whitespace-free run is never a path, test id or commit
+_COMMAND_KEYS = ("command", "cmd")
+_SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "pwsh", "powershell"})
+
+_URL_RE = re.compile(r"https?://[^\s<>\"'`{}|\\^\[\]]{1,2048}")
+_TOKEN_RE = re.compile(r"[^\s\"'`<>(){}|;]+")
+_CODE_SPAN_RE = re.compile(r"(?<!`)`([^`\n]{1,200})`(?!`)")
+_IDENT_RE = re.compile(r"[A-Za-z_]\w*(?:(?:\.|::|->)[A-Za-z_]\w*)*")
+_IDENT_STOP = frozenset({"true", "false", "none", "null", "nil", "self", "this", "cls"})
+_NODE_ID_RE = re.compile(r"(?:[\w.\-]+[\\/])*[\w.\-]+\.py(?:::[\w.\-]+)+(?:\[[^\s\]]*\])?")
+_TEST_NAME_RE = re.compile(r"test_\w+(?:\[[^\s\]]*\])?")
+_DEF_LINE_RE = re.compile(r"\s*(?:async\s+)?def\s")
+_PASS_LINE_RE = re.compile(
+    r"(?:\S+::\S+\s+(?:PASSED|SKIPPED|XFAIL|XPASS)|(?:PASSED|SKIPPED|XFAIL|XPASS)\s)"
+)
+_COMMIT_WORD_RE = re.compile(r"(?i)\b(?:commit\w*|sha|rev(?:ision)?|head|merged?|cherry-pick)\b")
+_PART_SPLIT_RE = re.compile(r"[=,]")
+_GUTTER_RE = re.compile(r"E {2,}(\S.*)")
+_PROMPT_RE = re.compile(r"\s*\$\s+([^\s\d$].*)")
+_PORT_RE = re.compile(r"(?i)\bport[ \t]*[:=]?[ \t]*(\d{2,5})\b")
+
+
+class _Collector:
+    """Candidate facts of one message with their positions, for first-appearance order."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[int, int, Fact]] = []
+        self.added: set[tuple[str, str]] = set()  # a repeat is always at a later position
+
+    def add(self, pos: int, kind: FactKind, text: str) -> None:
+        if (kind, text) in self.added:
+            return
+        self.added.add((kind, text))
+        try:
+            fact = Fact(kind=kind, text=text)
+        except ValidationError:  # nothing left once line breaks and edges are cleaned
+            return
+        self.found.append((pos, len(self.found), fact))
+
+    def scan(self, text: str, base: int) -> None:
+        def blank(match: re.Match[str]) -> str:
+            url = _strip_edges(match[0])
+            if len(url) > len("https://"):
+                self.add(base + match.start(), "url", url)
+            return " " * len(match[0])
+
+        text = _URL_RE.sub(blank, text)
+        offset = base
+        in_gutter = False
+        for line in text.split("\n"):
+            in_gutter = self._line(line.rstrip("\r"), offset, in_gutter)
+            offset += len(line) + 1
+
+    def _line(self, line: str, pos: int, in_gutter: bool) -> bool:
+        head = line[:_LINE_HEAD]
+        if not head.strip() or _PASS_LINE_RE.match(head.strip()):
+            return False
+        gutter = _GUTTER_RE.match(head)
+        if gutter is not None:
+            if not in_gutter:  # only the first line of pytest's "E   " block
+                self.add(pos, "error", _bound(gutter[1]))
+        elif (error := _error_line(head)) is not None:
+            self.add(pos, "error", error)
+        if (prompt := _PROMPT_RE.match(head)) is not None:
+            self.add(pos, "command", _bound(prompt[1]))
+        for span in _CODE_SPAN_RE.finditer(line):
+            self._code_span(span[1].strip(), pos + span.start())
+        commit_context = _COMMIT_WORD_RE.search(head) is not None
+        define = _DEF_LINE_RE.match(head) is not None
+        for match in _TOKEN_RE.finditer(line):
+            if len(match[0]) <= _MAX_TOKEN:
+                self._token(match[0], pos + match.start(), commit_context, define)
+        for qty in _QTY_RE.finditer(line):
+            if _quantity(line, qty):
+                self.add(pos + qty.start(), "quantity", qty[0])
+        for port in _PORT_RE.finditer(head):
+            self.add(pos + port.start(), "quantity", f"port {port[1]}")
+        return gutter is not None
+
+    def _code_span(self, content: str, pos: int) -> None:
+        content = content.removesuffix("()")
+        if (
+            len(content) >= 2
+            and _IDENT_RE.fullmatch(content)
+            and content.casefold() not in _IDENT_STOP
+            and not _TEST_NAME_RE.fullmatch(content)
+            and not _commit(content, True)
+            and _path(content) is None
+        ):
+            self.add(pos, "identifier", content)
+
+    def _token(self, token: str, pos: int, commit_context: bool, define: bool) -> None:
+        if (token.isalpha() and token not in _BARE_NAMES) or token.isdigit():
+            return  # the common case, and never a fact
+        token = _strip_edges(token)
+        if _NODE_ID_RE.fullmatch(token) or (not define and _TEST_NAME_RE.fullmatch(token)):
+            self.add(pos, "test", token)
+        elif _commit(token, commit_context):
+            self.add(pos, "commit", token)
+        elif "/" in token or "\\" in token or "." in token or token in _BARE_NAMES:
+            for part in _PART_SPLIT_RE.split(token):
+                path = _path(_strip_edges(part))
+                if path is not None:
+                    self.add(pos + max(0, token.find(part)), "path", path)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside decoded JSON, in document order (iterative: any depth)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+
+
+def _command(value: Any) -> str | None:
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        shell_c = len(value) >= 3 and value[0] in _SHELLS and value[1] in ("-c", "-lc")
+        value = value[2] if shell_c else " ".join(value)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return _bound(value.strip().splitlines()[0])
+
+
+def _calls(message: Mapping[str, Any]) -> Iterator[Any]:
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+            yield call["function"].get("arguments")
+    if isinstance(message.get("function_call"), Mapping):
+        yield message["function_call"].get("arguments")
+
+
+def _message_facts(message: Mapping[str, Any]) -> list[Fact]:
+    collector = _Collector()
+    plain = {k: v for k, v in message.items() if k not in ("tool_calls", "function_call")}
+    content = message_text(plain)
+    collector.scan(content, 0)
+    base = len(content) + 1
+    for arguments in _calls(message):
+        try:
+            decoded = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except (ValueError, RecursionError):
+            decoded = arguments
+        if isinstance(decoded, Mapping):
+            for key in _COMMAND_KEYS:
+                command = _command(decoded.get(key))
+                if command is not None:
+                    collector.add(base, "command", command)
+        for piece in _strings(decoded):
+            collector.scan(piece, base)
+            base += len(piece) + 1
+    return [fact for _, _, fact in sorted(collector.found, key=lambda item: item[:2])]
+
+
+def extract_facts(messages: Sequence[Mapping[str, Any]]) -> list[Fact]:
+    """The facts in ``messages`` (all roles, tool calls and outputs), by first appearance.
+
+    Deduplicated by ``Fact.key``: the first occurrence's kind and text are kept. Tool-call
+    arguments are JSON-decoded (their ``command``/``cmd`` is a command; every string value is
+    scanned). Error lines are whole lines (bounded to 200 characters) that start with an
+    exception (``KeyError: 'x'``), ``error:``/``fatal:``/``panic:``, ``file:line: error``, pytest's
+    ``FAILED``/``ERROR``, or end in "command not found" and kin; of pytest's ``E   `` block only
+    the first line is kept, without the gutter; the constant ``Traceback (most recent call
+    last):`` header is not a fact, and exception names inside prose or code are not either.
+    Identifiers come only from identifier-like code spans; passing tests in verbose output and
+    ``def test_...`` lines are skipped; quantities need a unit (or read ``port N``).
+    """
+    facts: list[Fact] = []
+    seen: set[str] = set()
+    for message in messages:
+        for fact in _message_facts(message):
+            if fact.key not in seen:
+                seen.add(fact.key)
+                facts.append(fact)
+    return facts
