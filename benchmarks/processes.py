@@ -112,6 +112,17 @@ def serve_process(
             yield f"{base}/v1", process
 
 
+@contextmanager
+def upstream_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The test upstream (``benchmarks.upstream``) in its own process; yields its ``/v1`` URL
+    and the process."""
+    port = free_port()
+    command = [sys.executable, "-m", "benchmarks.upstream", "--port", str(port)]
+    base = f"http://127.0.0.1:{port}/v1"
+    with running(command, ready_url=f"{base}/models", name="test upstream") as process:
+        yield base, process
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of process ``pid`` (Linux ``/proc``), in bytes."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
