@@ -26,7 +26,7 @@ from summarizer.core.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from summarizer.evaluation.pricing import PER_TOKENS, Cost, Price, RequestTokens, request_cost
 from summarizer.testing.server import PrefixCache
 
-from .cache_replay import REPLAY_MODEL, Purpose, SentRequest
+from .cache_replay_session import REPLAY_MODEL, Purpose, SentRequest
 
 LOOKBACK_BLOCKS = 20
 """Anthropic checks for cache hits up to about 20 content blocks before each breakpoint."""

@@ -112,12 +112,28 @@ def serve_process(
             yield f"{base}/v1", process
 
 
+@contextmanager
+def upstream_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The test upstream (``benchmarks.upstream``) in its own process; yields its ``/v1`` URL
+    and the process."""
+    port = free_port()
+    command = [sys.executable, "-m", "benchmarks.upstream", "--port", str(port)]
+    base = f"http://127.0.0.1:{port}/v1"
+    with running(command, ready_url=f"{base}/models", name="test upstream") as process:
+        yield base, process
+
+
+def proc_kib(pid: int, field: str) -> int:
+    """A ``/proc/<pid>/status`` field (``VmRSS``, ``VmHWM``...), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} for process {pid}")
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of process ``pid`` (Linux ``/proc``), in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
+    return proc_kib(pid, "VmRSS") * 1024
 
 
 def cpu_seconds(pid: int) -> float:

@@ -13,8 +13,12 @@ from benchmarks.cache_accounting import (
     lower_bound_bills,
     session_cost,
 )
-from benchmarks.cache_cost import cache_models, run
-from benchmarks.cache_replay import (
+from benchmarks.cache_cost import run
+from benchmarks.cache_cost_measure import cache_models
+from benchmarks.cache_replay import replay_all, replay_raw
+from benchmarks.cache_replay_engine import replay_engine, stand_in_summary
+from benchmarks.cache_replay_masking import replay_masking_rolling, replay_masking_stepped
+from benchmarks.cache_replay_session import (
     FROM_SCRATCH,
     MASKING_ROLLING,
     MASKING_STEPPED,
@@ -23,13 +27,7 @@ from benchmarks.cache_replay import (
     SUMMARY_TOKENS,
     SentRequest,
     Session,
-    replay_all,
     replay_counter,
-    replay_engine,
-    replay_masking_rolling,
-    replay_masking_stepped,
-    replay_raw,
-    stand_in_summary,
 )
 from summarizer.evaluation.pricing import Price, price_for
 

@@ -9,15 +9,10 @@ import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from benchmarks.prepare_scaling import (
-    CHART,
-    Turn,
-    assistant_turn,
-    buckets,
-    chart,
-    edge_ratio,
-    run,
-)
+from benchmarks.prepare_scaling import run
+from benchmarks.prepare_scaling_chart import CHART, chart
+from benchmarks.prepare_scaling_report import buckets, edge_ratio
+from benchmarks.prepare_scaling_session import Turn, assistant_turn
 from benchmarks.results import percentile
 from summarizer.core.messages import validate_messages
 from summarizer.testing.scenario import CodingSession
