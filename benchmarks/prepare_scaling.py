@@ -45,8 +45,8 @@ from summarizer.core.tokens import TiktokenCounter, encoding_for_model
 from summarizer.evaluation.charts import PALETTE
 from summarizer.library.manager import ContextManager
 from summarizer.loaders.tokenizers import load_encoding
-from summarizer.testing.responders import summary_responder
 from summarizer.testing.scenario import CodingSession
+from summarizer.testing.summaries import summary_responder
 
 from .results import Floor, Section, markdown_table, percentile, print_section
 

@@ -7,17 +7,8 @@ rejects oversized prompts like OpenAI does, scripted replies and injectable faul
 
 from __future__ import annotations
 
-from .responders import (
-    Reply,
-    Responder,
-    RoutingResponder,
-    ScriptedToolAgent,
-    Step,
-    ToolCallSpec,
-    echo_responder,
-    is_summary_request,
-    summary_responder,
-)
+from .agents import RoutingResponder, ScriptedToolAgent, Step
+from .responders import Reply, Responder, ToolCallSpec, echo_responder, is_summary_request
 from .server import (
     Fault,
     PrefixCache,
@@ -27,6 +18,7 @@ from .server import (
     cached_tokens_for,
     error_body,
 )
+from .summaries import summary_responder
 
 __all__ = [
     "Fault",
