@@ -141,40 +141,9 @@ def summary_responder(body: dict[str, Any]) -> Reply:
     summarizes the messages after the last one that begins with that text, and takes the task
     from that message when it is the user's.
     """
-    raw = body.get("messages")
-    messages: list[Mapping[str, Any]] = (
-        [m for m in raw if isinstance(m, Mapping)] if isinstance(raw, list) else []
-    )
-    instruction = ""
-    if messages and messages[-1].get("role") in ("user", "system", "developer"):
-        earlier = messages[:-1]
-        if any(m.get("role") not in INSTRUCTION_ROLES for m in earlier):
-            instruction = content_text(messages[-1])
-            messages = earlier
-
-    task = "(no task stated)"
-    anchor = _ANCHOR_RE.search(instruction)
-    if anchor is not None:
-        quoted = anchor.group(1).removesuffix("…")
-        for index in range(len(messages) - 1, -1, -1):
-            if " ".join(message_text(messages[index]).split()).startswith(quoted):
-                if messages[index].get("role") == "user":
-                    task = _clip(content_text(messages[index]).strip() or task, _TASK_CHARS)
-                messages = messages[index + 1 :]
-                break
-    for message in messages if anchor is None else ():
-        if message.get("role") == "user":
-            text = content_text(message)
-            task = _clip((_previous_task(text) or text).strip() or task, _TASK_CHARS)
-            break
-
-    state = "(no assistant output yet)"
-    for message in reversed(messages):
-        if message.get("role") == "assistant":
-            text = content_text(message).strip()
-            if text:
-                state = _clip(text, _STATE_CHARS)
-                break
+    messages, instruction = _conversation(body)
+    task, messages = _task_and_scope(messages, instruction)
+    state = _current_state(messages)
 
     lines = [line for message in messages for line in _message_lines(message)]
     notes = _dedupe(_clip(line, _NOTE_CHARS) for line in lines if "NOTE:" in line)[:_MAX_NOTES]
@@ -214,7 +183,58 @@ def summary_responder(body: dict[str, Any]) -> Reply:
         "## Errors and fixes\n" + _bullets(errors, "(none)"),
         "## Open work and next step\n" + _bullets(open_work, "(none recorded)"),
     ]
-    summary = "\n\n".join(sections)
+    return Reply(content=_bounded("\n\n".join(sections), instruction))
+
+
+def _conversation(body: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], str]:
+    """The messages to summarize, and the summary instruction after them (``""``: none)."""
+    raw = body.get("messages")
+    messages: list[Mapping[str, Any]] = (
+        [m for m in raw if isinstance(m, Mapping)] if isinstance(raw, list) else []
+    )
+    instruction = ""
+    if messages and messages[-1].get("role") in ("user", "system", "developer"):
+        earlier = messages[:-1]
+        if any(m.get("role") not in INSTRUCTION_ROLES for m in earlier):
+            instruction = content_text(messages[-1])
+            messages = earlier
+    return messages, instruction
+
+
+def _task_and_scope(
+    messages: list[Mapping[str, Any]], instruction: str
+) -> tuple[str, list[Mapping[str, Any]]]:
+    """The task, and the messages to summarize: only those after a quoted message, if any."""
+    task = "(no task stated)"
+    anchor = _ANCHOR_RE.search(instruction)
+    if anchor is not None:
+        quoted = anchor.group(1).removesuffix("…")
+        for index in range(len(messages) - 1, -1, -1):
+            if " ".join(message_text(messages[index]).split()).startswith(quoted):
+                if messages[index].get("role") == "user":
+                    task = _clip(content_text(messages[index]).strip() or task, _TASK_CHARS)
+                messages = messages[index + 1 :]
+                break
+    for message in messages if anchor is None else ():
+        if message.get("role") == "user":
+            text = content_text(message)
+            task = _clip((_previous_task(text) or text).strip() or task, _TASK_CHARS)
+            break
+    return task, messages
+
+
+def _current_state(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The last assistant text, clipped."""
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            text = content_text(message).strip()
+            if text:
+                return _clip(text, _STATE_CHARS)
+    return "(no assistant output yet)"
+
+
+def _bounded(summary: str, instruction: str) -> str:
+    """``summary`` cut to ``SUMMARY_MAX_TOKENS`` tokens and to the instruction's word limit."""
     encoding = load_encoding("o200k_base")
     tokens = encoding.encode_ordinary(summary)
     if len(tokens) > SUMMARY_MAX_TOKENS:
@@ -222,7 +242,7 @@ def summary_responder(body: dict[str, Any]) -> Reply:
     max_words = _max_words(instruction)
     if max_words is not None and len(summary.split()) > max_words:
         summary = _clip_words(summary, max_words)
-    return Reply(content=summary)
+    return summary
 
 
 def _required_facts(instruction: str) -> list[str]:
