@@ -24,7 +24,7 @@ from typing import Any
 from summarizer.core.messages import Message, chain_step, message_digest
 from summarizer.core.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from summarizer.evaluation.pricing import PER_TOKENS, Cost, Price, RequestTokens, request_cost
-from summarizer.testing.server import PrefixCache
+from summarizer.testing.accounting import PrefixCache
 
 from .cache_replay_session import REPLAY_MODEL, Purpose, SentRequest
 

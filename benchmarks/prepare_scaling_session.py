@@ -19,7 +19,7 @@ from summarizer.core.results import SummarizeCall, SummaryOutcome
 from summarizer.core.tokens import TiktokenCounter, encoding_for_model
 from summarizer.library.manager import ContextManager
 from summarizer.loaders.tokenizers import load_encoding
-from summarizer.testing.responders import summary_responder
+from summarizer.testing.summaries import summary_responder
 from summarizer.testing.scenario import CodingSession
 
 MODEL = "gpt-4o"

@@ -19,13 +19,8 @@ from typing import Any
 from summarizer.core.facts import mentions
 from summarizer.core.messages import content_text, message_text
 from summarizer.loaders.prompts import load_prompt
-from summarizer.testing.responders import (
-    Reply,
-    Responder,
-    echo_responder,
-    is_summary_request,
-    summary_responder,
-)
+from summarizer.testing.responders import Reply, Responder, echo_responder, is_summary_request
+from summarizer.testing.summaries import summary_responder
 
 __all__ = [
     "EvalResponder",

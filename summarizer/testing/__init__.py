@@ -7,26 +7,13 @@ rejects oversized prompts like OpenAI does, scripted replies and injectable faul
 
 from __future__ import annotations
 
-from .responders import (
-    Reply,
-    Responder,
-    RoutingResponder,
-    ScriptedToolAgent,
-    Step,
-    ToolCallSpec,
-    echo_responder,
-    is_summary_request,
-    summary_responder,
-)
-from .server import (
-    Fault,
-    PrefixCache,
-    PromptTokenCounter,
-    RecordedRequest,
-    TestUpstream,
-    cached_tokens_for,
-    error_body,
-)
+from .accounting import PrefixCache, PromptTokenCounter, cached_tokens_for
+from .agents import RoutingResponder, ScriptedToolAgent, Step
+from .faults import Fault, error_body
+from .responders import Reply, Responder, ToolCallSpec, echo_responder, is_summary_request
+from .server import TestUpstream
+from .state import RecordedRequest
+from .summaries import summary_responder
 
 __all__ = [
     "Fault",

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .responders import Step
+from .agents import Step
 
 SYSTEM_PROMPT = (
     "You are a careful software engineering agent working in a Python repository. Use the tools "

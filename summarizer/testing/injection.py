@@ -1,0 +1,39 @@
+"""Injected faults at work: the answer a request gets for the :class:`Fault` it drew.
+
+A fault that replaces the answer (``"drop"``, ``"body"``, ``"status"``, ``"rate_limit"``) is
+answered here; the others (``"delay"``, ``"bad_usage"``, ``"reset"``) only wait here, and the
+endpoint alters its normal answer for them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .faults import Fault, default_fault_body, rate_limit_body, retry_headers
+from .transport import _Dropped, _Exchange
+
+
+def answer_fault(handler: _Exchange, fault: Fault, body: Any, *, stream: bool = False) -> bool:
+    """Apply ``fault``'s delay, and answer for it unless it alters a normal answer."""
+    time.sleep(max(0.0, fault.seconds))
+    if fault.kind == "drop":
+        handler._record(body, None, fault="drop", stream=stream)
+        raise _Dropped
+    if fault.kind == "body":
+        handler._record(body, fault.answer_status(), fault="body", stream=stream)
+        handler._send_bytes(fault.answer_status(), fault.content, fault.content_type)
+        return True
+    if fault.kind in ("status", "rate_limit"):
+        status = fault.answer_status()
+        payload = fault.body
+        if payload is None:
+            payload = (
+                rate_limit_body(str(body.get("model")), fault.retry_after)
+                if fault.kind == "rate_limit"
+                else default_fault_body(status)
+            )
+        handler._record(body, status, fault=fault.kind, stream=stream)
+        handler._send_json(status, payload, retry_headers(fault.retry_after))
+        return True
+    return False

@@ -1,0 +1,77 @@
+"""Which endpoint answers a request: the test upstream's request handler.
+
+``POST /v1/chat/completions`` and ``POST /v1/embeddings`` go to their own modules; ``GET
+/v1/models`` and ``GET /v1/models/{id}`` are answered here; anything else is a 404 with OpenAI's
+error body. A connection that is dropped (a fault) or that the client closed is closed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from .chat import chat_completions
+from .embeddings import embeddings
+from .faults import error_body
+from .transport import _Dropped, _Exchange
+
+
+class _Handler(_Exchange):
+    """The test upstream's request handler: reads a request, routes it, answers it."""
+
+    def _dispatch(self) -> None:
+        self._received = time.time()
+        try:
+            raw = self._read_body() if self.command in ("POST", "PUT", "PATCH") else b""
+        except (OSError, ValueError):
+            self.close_connection = True
+            return
+        path = urlsplit(self.path).path.rstrip("/")
+        try:
+            if self.command == "POST" and path == "/v1/chat/completions":
+                chat_completions(self, raw)
+            elif self.command == "POST" and path == "/v1/embeddings":
+                embeddings(self, raw)
+            elif self.command == "GET" and path == "/v1/models":
+                self._models()
+            elif self.command == "GET" and path.startswith("/v1/models/"):
+                self._model(path.removeprefix("/v1/models/"))
+            else:
+                message = f"Invalid URL ({self.command} {urlsplit(self.path).path})"
+                self._fail(404, _parse_or_none(raw), error_body(message))
+        except _Dropped:
+            self.close_connection = True
+        except ConnectionError:
+            self.close_connection = True
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
+
+    # endpoints
+
+    def _models(self) -> None:
+        payload = {"object": "list", "data": [self._model_object(self.upstream.model_name)]}
+        self._record(None, 200)
+        self._send_json(200, payload)
+
+    def _model(self, model_id: str) -> None:
+        if model_id != self.upstream.model_name:
+            message = f"The model `{model_id}` does not exist or you do not have access to it."
+            self._fail(404, None, error_body(message, code="model_not_found"))
+            return
+        self._record(None, 200)
+        self._send_json(200, self._model_object(model_id))
+
+    @staticmethod
+    def _model_object(model_id: str) -> dict[str, Any]:
+        return {"id": model_id, "object": "model", "created": 1_700_000_000, "owned_by": "system"}
+
+
+def _parse_or_none(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None

@@ -1,0 +1,150 @@
+"""What the test upstream holds between requests, and its log of the requests it received.
+
+:class:`UpstreamState` is everything the request handler reads and updates: the settings requests
+are answered with, the token counter and prompt cache, the replies and faults scripted for the
+next requests, the request log (:class:`RecordedRequest`) and the id counters.
+:class:`~summarizer.testing.server.TestUpstream` serves it on a socket.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .accounting import PrefixCache, PromptTokenCounter
+from .faults import Fault
+from .responders import Reply, Responder, echo_responder, is_summary_request
+
+__all__ = ["RecordedRequest", "UpstreamState"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request the upstream received, and what it answered.
+
+    ``status`` is ``None`` when the connection was dropped without a response. Token fields
+    are ``None`` for requests that were not answered as chat completions.
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    status: int | None
+    time: float
+    completion_tokens: int | None = None
+    fault: str | None = None
+    stream: bool = False
+
+    @property
+    def is_summary(self) -> bool:
+        """Whether this was a summary request (``tool_choice == "none"``)."""
+        return isinstance(self.body, Mapping) and is_summary_request(self.body)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The request's messages (empty when there are none)."""
+        if isinstance(self.body, Mapping) and isinstance(self.body.get("messages"), list):
+            return list(self.body["messages"])
+        return []
+
+
+class UpstreamState:
+    """The test upstream's settings, accounting, script and request log.
+
+    Its request handlers read and update it; ``TestUpstream`` adds the socket that serves it.
+    """
+
+    def __init__(
+        self,
+        *,
+        context_window: int | None = None,
+        responder: Responder | None = None,
+        model_name: str = "test-model",
+        max_log: int | None = None,
+        response_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.context_window = context_window
+        self.responder: Responder = responder if responder is not None else echo_responder
+        self.model_name = model_name
+        self.response_headers = dict(response_headers or {})
+        """Sent with every response, e.g. the ``Set-Cookie`` OpenAI's edge adds."""
+        self.counter = PromptTokenCounter()
+        self.cache = PrefixCache()
+        self._replies: deque[Reply] = deque()
+        self._faults: deque[Fault] = deque()
+        # Benchmarks send thousands of large bodies: they keep only the newest ``max_log``.
+        self._log: deque[RecordedRequest] = deque(maxlen=max_log)
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._call_ids = itertools.count(1)
+
+    # scripting
+
+    def enqueue(self, *replies: Reply | str) -> None:
+        """Replies for the next chat completions, FIFO, used before the responder."""
+        with self._lock:
+            self._replies.extend(Reply(content=r) if isinstance(r, str) else r for r in replies)
+
+    def inject(self, *faults: Fault) -> None:
+        """Faults, FIFO; each is consumed by the next chat completion it ``matches``."""
+        with self._lock:
+            self._faults.extend(faults)
+
+    @property
+    def pending_replies(self) -> int:
+        """Enqueued replies not yet used."""
+        with self._lock:
+            return len(self._replies)
+
+    @property
+    def pending_faults(self) -> int:
+        """Injected faults not yet consumed."""
+        with self._lock:
+            return len(self._faults)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, oldest first (a snapshot)."""
+        with self._lock:
+            return list(self._log)
+
+    def clear_log(self) -> None:
+        """Forget the recorded requests."""
+        with self._lock:
+            self._log.clear()
+
+    def reset_cache(self) -> None:
+        """Empty the prompt cache: the next request of any conversation is a cache miss."""
+        self.cache.clear()
+
+    # used by the handler
+
+    def _record(self, record: RecordedRequest) -> None:
+        with self._lock:
+            self._log.append(record)
+
+    def _take_fault(self, body: Mapping[str, Any] | None) -> Fault | None:
+        """The next fault for a chat completion with ``body`` (None: for an embeddings call)."""
+        with self._lock:
+            for index, fault in enumerate(self._faults):
+                if fault.match == "embeddings" if body is None else fault.matches(body):
+                    del self._faults[index]
+                    return fault
+        return None
+
+    def _take_reply(self) -> Reply | None:
+        with self._lock:
+            return self._replies.popleft() if self._replies else None
+
+    def _next_id(self, prefix: str) -> str:
+        return f"{prefix}{next(self._ids):08d}"
+
+    def _next_call_id(self) -> str:
+        return f"call_{next(self._call_ids)}"
