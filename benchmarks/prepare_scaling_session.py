@@ -19,8 +19,8 @@ from summarizer.core.results import SummarizeCall, SummaryOutcome
 from summarizer.core.tokens import TiktokenCounter, encoding_for_model
 from summarizer.library.manager import ContextManager
 from summarizer.loaders.tokenizers import load_encoding
-from summarizer.testing.summaries import summary_responder
 from summarizer.testing.scenario import CodingSession
+from summarizer.testing.summaries import summary_responder
 
 MODEL = "gpt-4o"
 """The model the session is prepared for: its registry window, its encoding."""
