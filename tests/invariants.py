@@ -9,10 +9,10 @@ Every message of ``sent`` is one of:
 - *verbatim*: equal to the raw message it maps to;
 - *replaced*: a raw ``tool`` message whose content summarizer cut to its head and tail (same role,
   ``tool_call_id`` and other fields; the content carries the marker of
-  ``prompts/v1/truncated_output.md``, with only a head and a tail of the
+  ``prompts/v2/truncated_output.md``, with only a head and a tail of the
   original around it);
 - *summary*: a ``user`` message summarizer inserted (``[Context summary]``, or the mechanical
-  fallback of ``prompts/v1/fallback_summary.md``).
+  fallback of ``prompts/v2/fallback_summary.md``).
 
 Verbatim and replaced messages map to strictly increasing raw indices; each run of raw messages
 missing between two of them (or before the first, or after the last) is stood in for by at least

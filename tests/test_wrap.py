@@ -12,7 +12,14 @@ import summarizer
 from summarizer import ContextManager, UnknownModelError
 from summarizer.cli.demo import run_coding_session
 from summarizer.core.messages import canonical_json
-from summarizer.testing import Fault, Reply, ScriptedToolAgent, TestUpstream
+from summarizer.testing import (
+    Fault,
+    Reply,
+    RoutingResponder,
+    ScriptedToolAgent,
+    TestUpstream,
+    echo_responder,
+)
 from summarizer.testing.responders import is_summary_request
 from summarizer.testing.scenario import CodingSession
 
@@ -199,7 +206,7 @@ def _filled(n: int, size: int = 400) -> list[dict[str, Any]]:
 
 
 def test_summary_call_is_retried_on_5xx_and_429() -> None:
-    with TestUpstream() as up:
+    with TestUpstream(responder=RoutingResponder(echo_responder)) as up:
         up.inject(
             Fault(kind="status", status=500, match="summary"),
             Fault(kind="rate_limit", retry_after=0.05, match="summary"),
@@ -338,7 +345,8 @@ def test_a_conversation_holding_a_lone_surrogate_compacts_and_is_stored(tmp_path
     for i in range(8):
         output = f"src/m{i}.py: ValueError: bad \udfff byte " + "data " * 700
         messages += tool_turn(f"c{i}", "read_file", "{}", output)
-    with TestUpstream() as up:
+    # The summaries are written by the scripted summarizer: "ok" is no summary.
+    with TestUpstream(responder=RoutingResponder(echo_responder)) as up:
         llm = openai.OpenAI(base_url=up.base_url, api_key="k", max_retries=0)
         context = ContextManager(client=llm, context_window=8_000, store=store)
         prepared = context.prepare(messages, model="gpt-4o-mini")

@@ -145,7 +145,7 @@ class CompactionConfig(ConfigurationModel):
     """Registry additions or overrides, by model-name prefix."""
     encodings: dict[str, str] = Field(default_factory=dict)
     """tiktoken encoding per model-name prefix, for models the built-in table does not know."""
-    prompt_version: str = "v1"
+    prompt_version: str = "v2"
     """Which version of the prompts in ``prompts/`` to use."""
     on_failure: Literal["fallback", "raise"] = "fallback"
     """When summarization fails: compact deterministically (``fallback``) or raise."""

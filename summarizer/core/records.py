@@ -134,6 +134,8 @@ def compaction_event(
         kept_indices=[i for i in range(covered) if checkpoint.slot_at(i) is None],
         replaced=[(s.slot.start, s.slot.end) for s in summaries],
         degraded=list(plan.degraded),
+        verdicts=[s.verdict for s in summaries],
+        problems=[p for s in summaries for p in s.problems],
         failure=checkpoint.failure,
         summary_prompt_tokens=sum(prompt) if prompt else None,
         summary_cached_tokens=sum(cached) if cached else None,

@@ -33,6 +33,8 @@ class SummaryOutcome(BaseModel):
     cached_tokens: int | None = None
     completion_tokens: int | None = None
     latency_s: float = 0.0
+    tool_called: bool = False
+    """Whether the model answered with a tool call (forbidden in a summary request)."""
     error: str | None = None
     """Set when the call failed after its retries; never contains a credential."""
     failed_attempts: list[str] = Field(default_factory=list)
@@ -73,6 +75,12 @@ class CompactionEvent(BaseModel):
     replaced: list[tuple[int, int]] = Field(default_factory=list)
     """The raw ranges ``[start, end)`` this compaction's new summaries replace, in order."""
     degraded: list[str] = Field(default_factory=list)
+    verdicts: list[Literal["accepted", "repaired", "replaced"]] = Field(default_factory=list)
+    """Per new summary, in order: the model's first answer used (``accepted``), its strict
+    retry used (``repaired``), or the mechanical fallback in their place (``replaced``)."""
+    problems: list[str] = Field(default_factory=list)
+    """What the online check found wrong with each rejected answer (``echo``, ``cut_off``,
+    ``invented``, ...), in order."""
     failure: str | None = None
     summary_prompt_tokens: int | None = None
     summary_cached_tokens: int | None = None

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from .checkpoints import Slot
 from .config import CompactionConfig
@@ -20,13 +20,8 @@ from .messages import INSTRUCTION_ROLES, Message, message_text
 from .planner import ViewItem, summary_request_end
 from .prompt_set import PromptSet
 from .results import SummarizeCall, SummaryOutcome
-from .summary_request import (
-    build_summary_request,
-    cut_at_sentence,
-    strict_instruction,
-    summary_message,
-    summary_problem,
-)
+from .summary_checks import PROBLEM_TEXT, Problem, SummarySource, summary_problem
+from .summary_request import build_summary_request, strict_instruction, summary_message
 from .tokens import TokenCounter
 
 logger = logging.getLogger("summarizer")
@@ -64,6 +59,11 @@ class RunRequest:
     prompts: PromptSet
 
 
+Verdict = Literal["accepted", "repaired", "replaced"]
+"""What became of a run's summary: the model's first answer used, its strict retry used, or
+the mechanical fallback in their place."""
+
+
 @dataclass(frozen=True)
 class RunSummary:
     """What summarizing one run produced."""
@@ -72,6 +72,9 @@ class RunSummary:
     outcome: SummaryOutcome | None
     """The model's last answer (None when no call was made)."""
     facts: list[Fact]
+    verdict: Verdict = "replaced"
+    problems: tuple[Problem, ...] = ()
+    """What was wrong with each rejected answer, in order."""
 
 
 def anchor_of(view: Sequence[ViewItem], run: range, first_user: int | None) -> str | None:
@@ -133,6 +136,8 @@ def summarize_run(
     score: float | None = None
     failure: str | None = None
     outcome: SummaryOutcome | None = None
+    verdict: Verdict = "replaced"
+    problems: tuple[Problem, ...] = ()
     if end <= run.start:
         failure = "the turns to summarize do not fit the window"
     else:
@@ -144,7 +149,7 @@ def summarize_run(
                 end - run.start,
                 len(run),
             )
-        text, score, failure, outcome = yield from _ask(
+        asked = yield from _ask(
             request,
             [item.message for item in source[:end]],
             instruction,
@@ -153,6 +158,8 @@ def summarize_run(
             config,
             counter,
         )
+        text, score, failure, outcome = asked.text, asked.score, asked.failure, asked.outcome
+        verdict, problems = asked.verdict, asked.problems
     if text is None:
         text_used = prompts.fallback_summary.format(
             reason=failure,
@@ -174,7 +181,42 @@ def summarize_run(
         score=score,
         failure=failure if text is None else None,
     )
-    return RunSummary(slot=slot, outcome=outcome, facts=facts)
+    return RunSummary(slot=slot, outcome=outcome, facts=facts, verdict=verdict, problems=problems)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One attempt's answer, judged."""
+
+    text: str | None
+    problem: Problem | None
+    score: float | None
+    outcome: SummaryOutcome
+    tokens: int = 0
+
+    def words_allowed(self, cap: int) -> int:
+        """How many words fit in ``cap`` tokens, at this answer's tokens per word (1.5 when it
+        has no words), with a tenth spare: a code- and path-heavy summary needs more tokens per
+        word than prose."""
+        words = len((self.text or "").split())
+        per_word = max(1.0, self.tokens / words) if words and self.tokens else 1.5
+        return max(1, int(0.9 * cap / per_word))
+
+    def good(self, min_score: float) -> bool:
+        return self.problem is None and self.score is not None and self.score >= min_score
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What asking for a run's summary came to."""
+
+    text: str | None
+    """The summary to use; None when the fallback must stand in."""
+    score: float | None
+    failure: str | None
+    outcome: SummaryOutcome
+    verdict: Verdict
+    problems: tuple[Problem, ...]
 
 
 def _ask(
@@ -185,10 +227,9 @@ def _ask(
     anchor: str | None,
     config: CompactionConfig,
     counter: TokenCounter,
-) -> Generator[
-    SummarizeCall, SummaryOutcome, tuple[str | None, float | None, str | None, SummaryOutcome]
-]:
-    """The model's summary, its score and why it failed (text None), after at most one retry."""
+) -> Generator[SummarizeCall, SummaryOutcome, _Asked]:
+    """The model's summary, judged; after one stricter retry (saying what was wrong) if it
+    cannot be used or misses facts. A summary with a problem is never used."""
     cap = request.summary_cap
     body = build_summary_request(
         prefix,
@@ -198,50 +239,93 @@ def _ask(
         instruction=instruction,
         cap_key=request.cap_key,
     )
-    outcome = yield SummarizeCall(body=body)
-    text, problem, score = _judge(outcome, facts, counter, cap)
-    if problem is None and score is not None and score >= config.min_summary_score:
-        return text, score, None, outcome
-    first = (text, problem, score, outcome)
-    if outcome.error is None:
-        missed = [f.text for f in score_summary(text or "", facts).missed]
-        max_words = int(cap * 0.6)
+    source = SummarySource(
+        conversation="\n".join(message_text(m) for m in prefix),
+        instruction=instruction,
+        task=next((message_text(m) for m in prefix if m.get("role") == "user"), None),
+    )
+    first = _judge((yield SummarizeCall(body=body)), facts, counter, cap, source)
+    minimum = config.min_summary_score
+    if first.good(minimum):
+        return _Asked(first.text, first.score, None, first.outcome, "accepted", ())
+    problems: tuple[Problem, ...] = (first.problem,) if first.problem else ()
+    answers = [first]
+    if first.outcome.error is None:
+        missed = _within(
+            [f.text for f in score_summary(first.text or "", facts).missed],
+            cap // 2,
+            counter,
+        )
         prompts = request.prompts
-        if anchor is None:
-            strict = strict_instruction(
-                prompts.self_summary_strict, max_words=max_words, required_facts=missed
-            )
-        else:
-            strict = strict_instruction(
-                prompts.self_summary_since_strict,
-                max_words=max_words,
-                required_facts=missed,
-                anchor=anchor,
-            )
+        reason = PROBLEM_TEXT[first.problem] if first.problem else "it left out key facts"
+        template, anchored = (
+            (prompts.self_summary_strict, {})
+            if anchor is None
+            else (prompts.self_summary_since_strict, {"anchor": anchor})
+        )
+        strict = strict_instruction(
+            template,
+            max_words=first.words_allowed(cap),
+            required_facts=missed,
+            problem=reason,
+            **anchored,
+        )
         retry_body = dict(body)
         retry_body["messages"] = [*prefix, {"role": "user", "content": strict}]
-        outcome = yield SummarizeCall(body=retry_body, attempt="strict")
-        text, problem, score = _judge(outcome, facts, counter, cap)
-        if problem is None and score is not None and score >= config.min_summary_score:
-            return text, score, None, outcome
-        # Keep the better of the two usable attempts.
-        if first[0] and (not text or (first[2] or 0) > (score or 0)):
-            text, problem, score, outcome = first
-    if text and problem == "too_long":
-        text = cut_at_sentence(text, cap, counter.count_text)
-        return text, score_summary(text, facts).recall, None, outcome
-    if text and problem is None:
-        return text, score, None, outcome  # usable, just under min_summary_score
-    return None, None, outcome.error or problem or "unusable summary", outcome
+        # An echo of either instruction is an echo.
+        strict_source = replace(source, instruction=f"{instruction}\n{strict}")
+        second = _judge(
+            (yield SummarizeCall(body=retry_body, attempt="strict")),
+            facts,
+            counter,
+            cap,
+            strict_source,
+        )
+        if second.good(minimum):
+            return _Asked(second.text, second.score, None, second.outcome, "repaired", problems)
+        problems += (second.problem,) if second.problem else ()
+        answers.append(second)
+    # Neither reached the score: the better usable one, if any (a problem is never usable).
+    usable = [a for a in answers if a.problem is None and a.text]
+    if usable:
+        best = max(usable, key=lambda a: a.score or 0.0)
+        verdict: Verdict = "accepted" if best is first else "repaired"
+        return _Asked(best.text, best.score, None, best.outcome, verdict, problems)
+    last = answers[-1]
+    failure = last.outcome.error or (PROBLEM_TEXT[last.problem] if last.problem else "unusable")
+    return _Asked(None, None, failure, last.outcome, "replaced", problems)
+
+
+def _within(texts: Sequence[str], budget: int, counter: TokenCounter) -> list[str]:
+    """The first of ``texts`` (the ledger's order: the most important first) whose tokens add up
+    to at most ``budget``: a retry is never asked to name more than its cap can hold."""
+    kept: list[str] = []
+    for text in texts:
+        budget -= counter.count_text(text) + 1
+        if budget < 0:
+            break
+        kept.append(text)
+    return kept
 
 
 def _judge(
-    outcome: SummaryOutcome, facts: Sequence[Fact], counter: TokenCounter, cap: int
-) -> tuple[str | None, str | None, float | None]:
+    outcome: SummaryOutcome,
+    facts: Sequence[Fact],
+    counter: TokenCounter,
+    cap: int,
+    source: SummarySource,
+) -> _Answer:
     if outcome.error is not None:
-        return None, "error", None
+        return _Answer(None, "error", None, outcome)
     text = (outcome.text or "").strip()
     tokens = counter.count_text(text) if text else 0
-    problem = summary_problem(text, outcome.finish_reason, max_tokens=cap, tokens=tokens)
+    problem = summary_problem(
+        text,
+        outcome.finish_reason,
+        max_tokens=cap,
+        tokens=tokens,
+        tool_called=outcome.tool_called,
+        source=source,
+    )
     score = score_summary(text, facts).recall if text else None
-    return (text or None), problem, score
+    return _Answer(text or None, problem, score, outcome, tokens)

@@ -54,9 +54,9 @@ def build_summary_request(
 def strict_instruction(
     template: str, *, max_words: int, required_facts: Sequence[str], **fields: str
 ) -> str:
-    """The instruction for the one retry after an empty, over-long or fact-poor summary, from
+    """The instruction for the one retry after an unusable or fact-poor summary, from
     ``template`` (``PromptSet.self_summary_strict`` or its ``since`` twin, whose ``anchor`` goes in
-    ``fields``)."""
+    ``fields``, as does ``problem``: what was wrong, for templates that say it)."""
     facts = "; ".join(required_facts[:40]) if required_facts else "(none listed)"
     return template.format(max_words=max_words, required_facts=facts, **fields)
 
@@ -88,14 +88,3 @@ def cut_at_sentence(text: str, max_tokens: int, count_text: Callable[[str], int]
     if boundaries and boundaries[-1] > len(prefix) // 2:
         prefix = prefix[: boundaries[-1]]
     return prefix.rstrip()
-
-
-def summary_problem(
-    text: str | None, finish_reason: str | None, *, max_tokens: int, tokens: int
-) -> str | None:
-    """Why a summary cannot be used as is (``"empty"``, ``"too_long"``), or None."""
-    if text is None or not text.strip():
-        return "empty"
-    if finish_reason == "length" or tokens > max_tokens:
-        return "too_long"
-    return None

@@ -35,11 +35,8 @@ from ..core.effects import Turn
 from ..core.errors import BudgetExceeded
 from ..core.messages import message_text
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
-from ..core.summary_request import (
-    cut_at_sentence,
-    summary_message,
-    summary_problem,
-)
+from ..core.summary_checks import summary_problem
+from ..core.summary_request import cut_at_sentence, summary_message
 from ..core.tokens import TokenCounter
 from ..library.drive import drive_sync
 from ..library.effects import Performer
@@ -325,7 +322,7 @@ class FromScratch(OneRowPerCase):
                 # As the engine does: the mechanical fallback the plan already holds.
                 notes.append("fallback")
                 continue
-            if problem == "too_long":
+            if problem == "cut_off":
                 text = cut_at_sentence(text, job.max_summary_tokens, counter.count_text)
                 notes.append("summary_cut")
             messages[position] = summary_message(

@@ -169,7 +169,8 @@ def _outcome(completion: Any, started: float) -> SummaryOutcome:
         # e.g. the SDK's ``str`` for a text/html answer, or JSON of another shape
         return SummaryOutcome(error=_NOT_A_COMPLETION, latency_s=latency)
     choice = choices[0] if choices else None
-    content = getattr(getattr(choice, "message", None), "content", None)
+    message = getattr(choice, "message", None)
+    content = getattr(message, "content", None)
     if content is not None and not isinstance(content, str):
         return SummaryOutcome(
             error="upstream answered a summary that is not text", latency_s=latency
@@ -184,6 +185,7 @@ def _outcome(completion: Any, started: float) -> SummaryOutcome:
         prompt_tokens=_tokens(getattr(usage, "prompt_tokens", None)),
         cached_tokens=_tokens(getattr(details, "cached_tokens", None)),
         completion_tokens=_tokens(getattr(usage, "completion_tokens", None)),
+        tool_called=bool(getattr(message, "tool_calls", None)),
         latency_s=latency,
     )
 

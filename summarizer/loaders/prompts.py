@@ -13,7 +13,7 @@ from pathlib import Path
 from ..core.errors import ConfigurationError
 from ..core.prompt_set import PromptSet
 
-DEFAULT_VERSION = "v1"
+DEFAULT_VERSION = "v2"
 
 
 def prompt_dirs() -> list[Path]:

@@ -72,6 +72,20 @@ class ProxyMetrics:
             buckets=_SCORE_BUCKETS,
             registry=r,
         )
+        self.summaries = Counter(
+            "summarizer_summaries",
+            "Summaries written, by what the online check made of them: 'accepted' (the model's "
+            "first answer), 'repaired' (its strict retry) or 'replaced' (the mechanical "
+            "fallback).",
+            ["verdict"],
+            registry=r,
+        )
+        self.summary_problems = Counter(
+            "summarizer_summary_problems",
+            "Model answers the online check rejected, by problem (echo, cut_off, invented, ...).",
+            ["problem"],
+            registry=r,
+        )
         self.upstream_errors = UpstreamErrors(
             Counter(
                 "summarizer_upstream_errors",

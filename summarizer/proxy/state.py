@@ -160,6 +160,10 @@ class ProxyState:
         m.summary_latency.observe(event.latency_s)
         if event.score is not None:
             m.summary_score.observe(event.score)
+        for verdict in event.verdicts:
+            m.summaries.labels(verdict).inc()
+        for problem in event.problems:
+            m.summary_problems.labels(problem).inc()
         if self._on_compaction is not None:
             try:
                 self._on_compaction(event)

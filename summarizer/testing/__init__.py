@@ -14,8 +14,10 @@ from .responders import Reply, Responder, ToolCallSpec, echo_responder, is_summa
 from .server import TestUpstream
 from .state import RecordedRequest
 from .summaries import summary_responder
+from .weak import WEAK_KINDS, WeakKind, weak_summary_responder
 
 __all__ = [
+    "WEAK_KINDS",
     "Fault",
     "PrefixCache",
     "PromptTokenCounter",
@@ -27,9 +29,11 @@ __all__ = [
     "Step",
     "TestUpstream",
     "ToolCallSpec",
+    "WeakKind",
     "cached_tokens_for",
     "echo_responder",
     "error_body",
     "is_summary_request",
     "summary_responder",
+    "weak_summary_responder",
 ]

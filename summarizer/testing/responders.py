@@ -87,10 +87,24 @@ def _spec(name: str, arguments: str | Mapping[str, Any] | None) -> ToolCallSpec:
 
 
 def _summary_openings() -> tuple[str, ...]:
+    """The first words (up to a full stop or a placeholder) of every summary instruction, in
+    every prompt version."""
+    import re
+
     from ..loaders.prompts import load_prompt
 
+    names = (
+        "self_summary",
+        "self_summary_strict",
+        "self_summary_since",
+        "self_summary_since_strict",
+    )
     return tuple(
-        load_prompt(name).split(".")[0] for name in ("self_summary", "self_summary_strict")
+        {
+            re.split(r"[.{]", load_prompt(name, version))[0]
+            for version in ("v1", "v2")
+            for name in names
+        }
     )
 
 

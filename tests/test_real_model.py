@@ -1,0 +1,208 @@
+"""A real model in the loop: Qwen2.5-Coder-0.5B-Instruct behind llama.cpp writes every summary.
+
+Deselected by default (``-m real_model`` runs them; ``.ci/run`` does, in its own stage): each
+starts llama.cpp's server with the verified model (``summarizer.testing.real_model``, the
+``real-model`` extra) at ``n_ctx`` 8,192 and drives a scripted tool-using session through
+``summarizer serve`` (the in-process ``ProxyServer``) or ``wrap()``, with the window set to the
+server's. What reaches the model goes through a recording relay, so the test sees it exactly:
+
+- llama.cpp refuses nothing (every request answered 200);
+- at least two compactions, and between them the agent's requests are append-only;
+- after calibration, the estimate is within 5% of llama.cpp's own ``usage.prompt_tokens`` (its
+  tokenizer is not tiktoken's);
+- each summary request reuses the server's KV cache: llama.cpp reads only its last part, and its
+  time to first token is a fraction of a cold control's (the same request after the cache was
+  flushed, same run);
+- every summary's verdict (accepted, repaired, replaced) is counted and printed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+import summarizer
+from summarizer.core.results import CompactionEvent
+from summarizer.proxy import ProxyServer
+from summarizer.proxy.settings import Settings
+from summarizer.testing.real_model import MODEL_ALIAS, LlamaServer, model_file
+from summarizer.testing.scenario import CodingSession
+
+from .real_model_support import (
+    RecordingRelay,
+    Relayed,
+    agent_requests,
+    drive_session,
+    evaluations,
+)
+
+pytestmark = [pytest.mark.real_model, pytest.mark.timeout(1_800)]
+
+N_CTX = 8_192
+TURNS = 40
+AGENT_MAX_TOKENS = 8
+"""The agent's replies are not used (the script decides): a short cap keeps decoding cheap."""
+SUMMARY_TOKENS = 512
+ESTIMATE_TOLERANCE = 0.05
+CALIBRATION_TURNS = 3
+
+
+@pytest.fixture(scope="module")
+def llama() -> Iterator[LlamaServer]:
+    with LlamaServer(model_file(), n_ctx=N_CTX) as server:
+        yield server
+
+
+def _session() -> CodingSession:
+    return CodingSession(turns=TURNS, seed=11, lines_per_output=(8, 16))
+
+
+def _assert_append_only_between_compactions(log: list[Relayed]) -> int:
+    """Consecutive agent requests with no summary request between them extend each other;
+    returns how many compactions (runs of summary requests) the log shows."""
+    compactions = 0
+    previous: list[dict[str, Any]] | None = None
+    summarized = False
+    for entry in log:
+        if entry.summary:
+            if not summarized:
+                compactions += 1
+            summarized = True
+            continue
+        messages = entry.body["messages"]
+        if previous is not None and not summarized:
+            assert messages[: len(previous)] == previous, "an agent request rewrote its history"
+        previous, summarized = messages, False
+    return compactions
+
+
+def _assert_estimates_close(pairs: list[tuple[int, int]]) -> None:
+    """``(estimate, reported)`` per agent request: within the tolerance once calibrated."""
+    assert len(pairs) > CALIBRATION_TURNS
+    off = [
+        (index, estimate, reported)
+        for index, (estimate, reported) in enumerate(pairs)
+        if index >= CALIBRATION_TURNS and abs(estimate - reported) > ESTIMATE_TOLERANCE * reported
+    ]
+    assert not off, f"estimates more than 5% off llama.cpp's count: {off}"
+
+
+def _assert_summaries_reuse_the_cache(
+    llama: LlamaServer, relay: RecordingRelay, client: openai.OpenAI, log_start: int
+) -> dict[str, float]:
+    """Each summary request found most of its prompt in llama.cpp's cache, and the first one's
+    time to first token is a fraction of the same request's after the cache was flushed.
+    ``log_start``: where this test's part of the server's output begins."""
+    timings = evaluations(llama.log_text()[log_start:])
+    assert len(timings) == len(relay.log), "one evaluation logged per request"
+    pairs = zip(relay.log, timings, strict=True)
+    summaries = [(entry, timing) for entry, timing in pairs if entry.summary]
+    assert summaries
+    for entry, timing in summaries:
+        prompt = entry.answer["usage"]["prompt_tokens"] if entry.answer else 0
+        assert timing.cached >= 0.8 * prompt, (timing, prompt)
+    first, warm = summaries[0]
+    # A cold control: flush the cache with another prompt, then the same summary request.
+    client.chat.completions.create(
+        model=MODEL_ALIAS, messages=[{"role": "user", "content": "Flush."}], max_tokens=1
+    )
+    body = {**first.body, "max_tokens": 1}
+    body.pop("max_completion_tokens", None)
+    client.chat.completions.create(**body)
+    cold = evaluations(llama.log_text()[log_start:])[-1]
+    assert cold.cached < 0.1 * cold.evaluated, cold
+    assert warm.prompt_ms * 3 < cold.prompt_ms, (warm, cold)
+    return {"warm_ms": warm.prompt_ms, "cold_ms": cold.prompt_ms}
+
+
+def _report(name: str, events: list[CompactionEvent], figures: dict[str, Any]) -> None:
+    verdicts = [v for event in events for v in event.verdicts]
+    counts = {v: verdicts.count(v) for v in ("accepted", "repaired", "replaced")}
+    problems = [p for event in events for p in event.problems]
+    print(f"\n[real model] {name}: {json.dumps({**counts, 'problems': problems, **figures})}")
+
+
+def test_a_session_through_the_proxy(llama: LlamaServer, tmp_path: Any) -> None:
+    events: list[CompactionEvent] = []
+    log_start = len(llama.log_text())
+    with RecordingRelay(llama.base_url) as relay:
+        settings = Settings(
+            upstream=relay.base_url,
+            port=0,
+            db=tmp_path / "checkpoints.db",
+            context_window=N_CTX,
+            max_summary_tokens=SUMMARY_TOKENS,
+            upstream_timeout=900,
+        )
+        pairs: list[tuple[int, int]] = []
+        with ProxyServer(settings, on_compaction=events.append) as proxy:
+            client = openai.OpenAI(
+                base_url=proxy.base_url, api_key="sk-local", max_retries=0, timeout=1_800
+            )
+
+            def send(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+                raw = client.chat.completions.with_raw_response.create(
+                    model=MODEL_ALIAS, messages=messages, tools=tools, max_tokens=AGENT_MAX_TOKENS
+                )
+                completion = raw.parse()
+                if raw.headers["x-summarizer-compacted"] == "false":
+                    estimate = int(raw.headers["x-summarizer-prompt-tokens"])
+                    pairs.append((estimate, completion.usage.prompt_tokens))
+                return completion
+
+            run = drive_session(_session(), send, turns=TURNS)
+        assert all(entry.status == 200 for entry in relay.log), [
+            (e.status, e.answer) for e in relay.log if e.status != 200
+        ]
+        compactions = _assert_append_only_between_compactions(relay.log)
+        assert compactions >= 2 and len(events) >= 2
+        _assert_estimates_close(pairs)
+        direct = openai.OpenAI(base_url=llama.base_url, api_key="none", max_retries=0, timeout=900)
+        cache = _assert_summaries_reuse_the_cache(llama, relay, direct, log_start)
+    _report(
+        "proxy",
+        events,
+        {"compactions": compactions, "agent_requests": len(list(agent_requests(relay.log))),
+         "seconds": round(run.seconds), **cache},
+    )  # fmt: skip
+
+
+def test_a_session_through_wrap(llama: LlamaServer) -> None:
+    events: list[CompactionEvent] = []
+    log_start = len(llama.log_text())
+    with RecordingRelay(llama.base_url) as relay:
+        sdk = openai.OpenAI(base_url=relay.base_url, api_key="none", max_retries=0, timeout=1_800)
+        client = summarizer.wrap(
+            sdk,
+            context_window=N_CTX,
+            max_summary_tokens=SUMMARY_TOKENS,
+            on_compaction=events.append,
+        )
+        pairs: list[tuple[int, int]] = []
+
+        def send(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+            ready = client.context.unchanged(
+                messages, model=MODEL_ALIAS, tools=tools, request={"max_tokens": AGENT_MAX_TOKENS}
+            )
+            completion = client.chat.completions.create(
+                model=MODEL_ALIAS, messages=messages, tools=tools, max_tokens=AGENT_MAX_TOKENS
+            )
+            if ready is not None:
+                pairs.append((ready.report.estimated_tokens, completion.usage.prompt_tokens))
+            return completion
+
+        run = drive_session(_session(), send, turns=TURNS)
+        assert all(entry.status == 200 for entry in relay.log)
+        compactions = _assert_append_only_between_compactions(relay.log)
+        assert compactions >= 2 and len(events) >= 2
+        _assert_estimates_close(pairs)
+        cache = _assert_summaries_reuse_the_cache(llama, relay, sdk, log_start)
+    _report(
+        "wrap",
+        events,
+        {"compactions": compactions, "seconds": round(run.seconds), **cache},
+    )
