@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from ..messages import message_text
 from .fact import Fact, FactKind, _strip_edges
+from .provenance import is_summary_message
 from .recognizers import (
     _BARE_NAMES,
     _LINE_HEAD,
@@ -194,10 +195,15 @@ def extract_facts(messages: Sequence[Mapping[str, Any]]) -> list[Fact]:
     last):`` header is not a fact, and exception names inside prose or code are not either.
     Identifiers come only from identifier-like code spans; passing tests in verbose output and
     ``def test_...`` lines are skipped; quantities need a unit (or read ``port N``).
+
+    Summary messages (``is_summary_message``) are skipped whole: a fact comes only from what the
+    agent and its tools said, never from what a model wrote about it.
     """
     facts: list[Fact] = []
     seen: set[str] = set()
     for message in messages:
+        if is_summary_message(message):
+            continue
         for fact in _message_facts(message):
             if fact.key not in seen:
                 seen.add(fact.key)
