@@ -57,10 +57,12 @@ def test_function_calling_traj() -> None:
     assert _facts(case) == [
         ("patch-file-1", "path", "src/widgets/layout.py"),
         ("patch-file-2", "path", "tests/test_layout.py"),
+        ("patch-identifier-1", "identifier", "resize"),  # the hunk's function, named in the run
         ("test-1", "test", "tests/test_layout.py::test_resize_zero"),
         ("test-2", "test", "tests/test_io.py::test_load_theme"),
         ("error-1", "error", "ValueError: width must be positive, got 0"),
         ("command-1", "command", "python reproduce.py"),
+        ("command-2", "command", "pytest -q"),  # the first test run
     ]
     roles = [message["role"] for message in case.messages]
     # the demo is dropped, the stray observation becomes the user's, the unanswered submit goes
@@ -122,6 +124,7 @@ def test_trajectory_steps_when_there_is_no_history() -> None:
         ("patch-file-1", "path", "cache/store.py"),
         ("test-1", "test", "tests/test_cache.py::test_expiry"),
         ("error-1", "error", "KeyError: 'expires_at'"),
+        ("command-1", "command", "pytest tests/test_cache.py -x"),
     ]
 
 

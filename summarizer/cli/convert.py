@@ -79,3 +79,21 @@ def chat(files: Files, out: Out = None) -> None:
     from ..evaluation.converters import read_chat
 
     _run(files, out, read_chat)
+
+
+@convert_app.command("mini-swe-agent")
+def mini_swe_agent(files: Files, out: Out = None) -> None:
+    """Convert mini-swe-agent .traj.json files (one case per file; observations stay user turns;
+    a results_summary.json beside them says which runs were resolved)."""
+    from ..evaluation.converters import read_mini_swe_agent
+
+    _run(files, out, lambda path: [read_mini_swe_agent(path)])
+
+
+@convert_app.command("claude-code")
+def claude_code(files: Files, out: Out = None) -> None:
+    """Convert Claude Code session .jsonl transcripts (the turns before the first compaction,
+    whose summary becomes the case's given summary)."""
+    from ..evaluation.converters import read_claude_code
+
+    _run(files, out, lambda path: [read_claude_code(path)])

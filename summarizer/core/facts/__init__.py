@@ -4,8 +4,10 @@
 URLs, identifiers, errors, commands, tests, commits, quantities); ``merge_ledger`` folds it into
 the previous ledger under a token bound; ``render_ledger``/``parse_ledger`` write it into the
 summary message and read it back; ``mentions``/``score_summary`` measure how many facts a summary
-kept. Everything is pure and deterministic. Extraction prefers precision over recall, and every
-regex is linear: long whitespace-free runs are skipped and line rules only read a line's head.
+kept; ``is_summary_message`` tells the summaries that extraction skips (a fact comes only from
+what the agent and its tools said). Everything is pure and deterministic. Extraction prefers
+precision over recall, and every regex is linear: long whitespace-free runs are skipped and line
+rules only read a line's head.
 """
 
 from __future__ import annotations
@@ -21,16 +23,19 @@ from .ledger import (
     render_ledger,
 )
 from .matching import NormalizedText, Score, mentions, normalize_summary, score_summary
+from .provenance import SUMMARY_OPENINGS, is_summary_message
 
 __all__ = [
     "EVICTION_ORDER",
     "KIND_ORDER",
     "LEDGER_HEADER",
+    "SUMMARY_OPENINGS",
     "Fact",
     "FactKind",
     "NormalizedText",
     "Score",
     "extract_facts",
+    "is_summary_message",
     "mentions",
     "merge_ledger",
     "normalize_fact_text",

@@ -1,6 +1,6 @@
 """Extracting the facts of a span of conversation (``extract_facts``): every message's text,
-tool-call arguments and outputs scanned line by line, by first appearance. Precision over
-recall: long whitespace-free runs are skipped."""
+tool-call arguments and outputs scanned line by line, by first appearance, summaries skipped.
+Precision over recall: long whitespace-free runs are skipped."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..messages import message_text
+from .commands import prompt_command, shell_commands, span_command
+from .errors import _LINE_HEAD, _bound, _error_line, error_codes, failed_test
 from .fact import Fact, FactKind, _strip_edges
-from .recognizers import (
-    _BARE_NAMES,
-    _LINE_HEAD,
-    _QTY_RE,
-    _bound,
-    _commit,
-    _error_line,
-    _path,
-    _quantity,
-)
+from .provenance import is_summary_message
+from .recognizers import _BARE_NAMES, _QTY_RE, _commit, _path, _quantity
 
 _MAX_TOKEN = 300  # a longer whitespace-free run is never a path, test id or commit
 _COMMAND_KEYS = ("command", "cmd")
+_PATH_KEYS = frozenset(
+    {
+        *("path", "file_path", "filepath", "file", "filename", "notebook_path", "target_file"),
+        *("directory", "dir", "cwd", "workdir", "working_dir", "paths", "files"),
+    }
+)
 _SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "pwsh", "powershell"})
 
 _URL_RE = re.compile(r"https?://[^\s<>\"'`{}|\\^\[\]]{1,2048}")
@@ -42,7 +42,6 @@ _PASS_LINE_RE = re.compile(
 _COMMIT_WORD_RE = re.compile(r"(?i)\b(?:commit\w*|sha|rev(?:ision)?|head|merged?|cherry-pick)\b")
 _PART_SPLIT_RE = re.compile(r"[=,]")
 _GUTTER_RE = re.compile(r"E {2,}(\S.*)")
-_PROMPT_RE = re.compile(r"\s*\$\s+([^\s\d$].*)")
 _PORT_RE = re.compile(r"(?i)\bport[ \t]*[:=]?[ \t]*(\d{2,5})\b")
 
 
@@ -71,6 +70,9 @@ class _Collector:
             return " " * len(match[0])
 
         text = _URL_RE.sub(blank, text)
+        if "```" in text:
+            for offset, command in shell_commands(text):
+                self.add(base + offset, "command", command)
         offset = base
         in_gutter = False
         for line in text.split("\n"):
@@ -87,8 +89,12 @@ class _Collector:
                 self.add(pos, "error", _bound(gutter[1]))
         elif (error := _error_line(head)) is not None:
             self.add(pos, "error", error)
-        if (prompt := _PROMPT_RE.match(head)) is not None:
-            self.add(pos, "command", _bound(prompt[1]))
+        for at, code in error_codes(head):
+            self.add(pos + at, "error", code)
+        if (test := failed_test(head)) is not None:
+            self.add(pos, "test", test)
+        if (command := prompt_command(head)) is not None:
+            self.add(pos, "command", command)
         for span in _CODE_SPAN_RE.finditer(line):
             self._code_span(span[1].strip(), pos + span.start())
         commit_context = _COMMIT_WORD_RE.search(head) is not None
@@ -104,6 +110,9 @@ class _Collector:
         return gutter is not None
 
     def _code_span(self, content: str, pos: int) -> None:
+        if (command := span_command(content)) is not None:
+            self.add(pos, "command", command)
+            return
         content = content.removesuffix("()")
         if (
             len(content) >= 2
@@ -152,6 +161,19 @@ def _command(value: Any) -> str | None:
     return _bound(value.strip().splitlines()[0])
 
 
+def _argument_paths(arguments: Mapping[str, Any]) -> Iterator[str]:
+    """The values of a tool call's path arguments (``path``, ``file_path``, ``directory``, ...):
+    paths whatever their shape, since the tool takes them as paths."""
+    for key, value in arguments.items():
+        if str(key).casefold() not in _PATH_KEYS:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                item = item.strip()
+                if item and len(item) <= _MAX_TOKEN and "\n" not in item and "://" not in item:
+                    yield item
+
+
 def _calls(message: Mapping[str, Any]) -> Iterator[Any]:
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
@@ -176,6 +198,8 @@ def _message_facts(message: Mapping[str, Any]) -> list[Fact]:
                 command = _command(decoded.get(key))
                 if command is not None:
                     collector.add(base, "command", command)
+            for path in _argument_paths(decoded):
+                collector.add(base, "path", path)
         for piece in _strings(decoded):
             collector.scan(piece, base)
             base += len(piece) + 1
@@ -186,18 +210,28 @@ def extract_facts(messages: Sequence[Mapping[str, Any]]) -> list[Fact]:
     """The facts in ``messages`` (all roles, tool calls and outputs), by first appearance.
 
     Deduplicated by ``Fact.key``: the first occurrence's kind and text are kept. Tool-call
-    arguments are JSON-decoded (their ``command``/``cmd`` is a command; every string value is
-    scanned). Error lines are whole lines (bounded to 200 characters) that start with an
-    exception (``KeyError: 'x'``), ``error:``/``fatal:``/``panic:``, ``file:line: error``, pytest's
-    ``FAILED``/``ERROR``, or end in "command not found" and kin; of pytest's ``E   `` block only
-    the first line is kept, without the gutter; the constant ``Traceback (most recent call
-    last):`` header is not a fact, and exception names inside prose or code are not either.
-    Identifiers come only from identifier-like code spans; passing tests in verbose output and
-    ``def test_...`` lines are skipped; quantities need a unit (or read ``port N``).
+    arguments are JSON-decoded: their ``command``/``cmd`` is a command, their path arguments
+    (``path``, ``file_path``, ``directory``, ...) are paths whatever their shape, and every string
+    value is scanned. Commands also come from fenced shell blocks, from code spans that start
+    with a known tool (``mix test``, ``./gradlew build``) and from ``$``/``PS>`` prompt lines
+    (``commands``). Error lines are whole lines (bounded to 200 characters) that read as an
+    error in any runtime (``errors``: exceptions, compiler diagnostics, test runners' failures,
+    crashes); of pytest's ``E   `` block only the first line is kept, without the gutter; the
+    constant ``Traceback (most recent call last):`` header is not a fact, and exception names
+    inside prose or code are not either; an ``ERR-``-style code is an error wherever it stands.
+    Failing tests come from pytest ids, ``test_...`` names and Go, Rust and ExUnit failure
+    lines. Identifiers come only from identifier-like code spans; passing tests in verbose
+    output and ``def test_...`` lines are skipped; quantities need a unit (or read ``port N``).
+    Paths without a directory need a known extension or name (``recognizers._path``).
+
+    Summary messages (``is_summary_message``) are skipped whole: a fact comes only from what the
+    agent and its tools said, never from what a model wrote about it.
     """
     facts: list[Fact] = []
     seen: set[str] = set()
     for message in messages:
+        if is_summary_message(message):
+            continue
         for fact in _message_facts(message):
             if fact.key not in seen:
                 seen.add(fact.key)

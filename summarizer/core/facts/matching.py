@@ -9,8 +9,9 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
+from .errors import _EXC_NAME, _error_line
 from .fact import Fact, FactKind, _strip_edges, normalize_fact_text
-from .recognizers import _EXC_NAME, _QTY_RE, _error_line
+from .recognizers import _QTY_RE
 
 
 class NormalizedText(str):

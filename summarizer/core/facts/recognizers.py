@@ -1,14 +1,11 @@
-"""What text is a fact of which kind: the tests for an error line, a path, a commit and a
-quantity, which extraction applies and matching reuses for its leniencies. Every regex is
-linear, and line rules only read a line's head."""
+"""What text is a fact of which kind: the tests for a path, a commit and a quantity, which
+extraction applies and matching reuses for its leniencies (error lines are ``errors``', commands
+``commands'``). Every regex is linear, and line rules only read a line's head."""
 
 from __future__ import annotations
 
 import re
 
-_EXC_NAME = r"(?:[A-Za-z_]\w*+\.)*+[A-Z]\w*?(?:Error|Exception|Exit|Interrupt)\b"
-_MAX_FACT = 200  # error lines and commands are cut to this many characters
-_LINE_HEAD = 1000  # line-level rules only read this much of a line
 _HEX_RE = re.compile(r"[0-9a-f]{7,40}")
 _PATH_RE = re.compile(
     r"([A-Za-z]:[\\/]|\\\\|~[\\/]|(?:\.\.?[\\/])+|[\\/])?((?:[\w.@+\-]+[\\/])*[\w.@+\-]+)"
@@ -17,25 +14,28 @@ _SEP_SPLIT_RE = re.compile(r"[\\/]")
 _LINE_SUFFIX_RE = re.compile(r"(?::\d+){1,2}$")
 _EXT_RE = re.compile(r"[^.]\.([A-Za-z0-9]{1,10})$")
 _DOTFILE_RE = re.compile(r"\.[a-z][a-z0-9_.\-]{1,30}")
-_EXT_WORDS = (
-    "py pyi ipynb js mjs cjs jsx ts tsx vue svelte json jsonl yaml yml toml ini cfg conf env md "
-    "rst txt csv tsv xml html htm css scss sass less sh bash zsh fish ps1 bat c h cc cpp cxx hpp "
-    "rs go java kt kts scala rb php pl lua swift cs fs r jl dart ex exs erl hs ml sql graphql "
-    "proto tf tfvars lock log diff patch db sqlite pem gz tgz zip whl gradle"
-)
+# Extensions that make a bare name (no directory) a file; a path with a directory may have any.
+# None that commonly reads as an attribute (``np.sum``, ``this.props``, ``self.key``; so
+# ``go.mod`` is a name below) and no one letter but c, h and r.
+_EXT_WORDS = """
+py pyi pyx pxd ipynb js mjs cjs jsx ts tsx mts cts vue svelte astro json jsonc json5 jsonl ndjson
+yaml yml toml ini cfg conf env md mdx rst adoc txt csv tsv xml xsd xsl html htm xhtml css scss
+sass less styl sh bash zsh fish ps1 psm1 bat c h cc cpp cxx hpp hh hxx ipp inl cu cuh m4 rs go
+java kt kts scala groovy gradle sbt clj cljs cljc edn rb erb rake gemspec haml slim php phtml
+twig pl pm lua swift cs csx csproj fsproj vbproj sln cshtml razor fs fsx fsi vb r jl dart ex exs
+eex heex leex erl hrl hs lhs cabal elm purs ml mli sql prisma graphql gql proto thrift avsc tf
+tfvars hcl nix zig nim sv vhd vhdl asm wasm cmake mk bzl bazel ninja jinja j2 tmpl tpl hbs
+mustache ejs pug liquid tex bib lock lockb log diff patch db sqlite sqlite3 pem crt gz tgz bz2 xz
+zst zip tar jar war whl egg so dylib dll exe pdf svg png jpg jpeg gif webp ico plist xcconfig
+pbxproj storyboard xib entitlements
+"""
 _BARE_EXTS = frozenset(_EXT_WORDS.split())
-_NAME_WORDS = "Dockerfile Containerfile Makefile Justfile Procfile Gemfile Rakefile Jenkinsfile"
-_BARE_NAMES = frozenset([*_NAME_WORDS.split(), "Vagrantfile"])
-_EXC_LINE_RE = re.compile(_EXC_NAME + r"(?::|\s*$)")
-_ERROR_LINE_RE = re.compile(
-    r"(?:(?i:error|fatal|panic)(?:\[[\w\-]+\])?:\s*\S"  # error: / error[E0425]: / fatal: / panic:
-    r"|[^\s:]+(?::\d+){1,2}:\s*(?:fatal\s+)?error\b"  # src/a.c:3:1: error / mypy lines
-    r"|(?:FAILED|ERROR)\s+\S*(?:::|\.py\b|/)"  # pytest summary lines
-    r"|npm ERR!)"
-)
-_ERROR_TAIL_RE = re.compile(
-    r":\s*(?:command not found|No such file or directory|Permission denied)"
-)
+_NAME_WORDS = """
+Dockerfile Containerfile Makefile GNUmakefile Justfile Procfile Gemfile Rakefile Jenkinsfile
+Vagrantfile Pipfile Podfile Brewfile Cartfile Berksfile Guardfile Capfile Fastfile Snakefile
+Tiltfile Earthfile go.mod go.sum go.work CMakeLists.txt
+"""
+_BARE_NAMES = frozenset(_NAME_WORDS.split())
 _SPACED_UNITS = (
     r"(?i:[kmgtp]i?b)|bytes?|ms|µs|ns|secs?|seconds?|minutes?|mins?|hours?|hrs?|days?|%"
     r"|tokens?|requests?|req/s|rps|qps|rpm|tpm|tok/s|ops/s|[kMG]?Hz|fps"
@@ -45,23 +45,6 @@ _QTY_RE = re.compile(
     rf"(?:[ \t]?(?:{_SPACED_UNITS})|(s|h|B))(?![\w/]|\.\w)"
 )
 _NOT_SECONDS_RE = re.compile(r"1[89]\d0|20\d0|[45]00")  # decades, HTTP "500s"
-
-
-def _error_line(line: str) -> str | None:
-    """The error fact of one line (trimmed, bounded), or None when it is no error line."""
-    head = line[:_LINE_HEAD].strip()
-    if _EXC_LINE_RE.match(head) or _ERROR_LINE_RE.match(head) or _ERROR_TAIL_RE.search(head):
-        return _bound(head)
-    return None
-
-
-def _bound(text: str) -> str:
-    text = text.strip()
-    if len(text) <= _MAX_FACT:
-        return text
-    cut = text[:_MAX_FACT]
-    space = cut.rfind(" ")
-    return (cut[:space] if space >= _MAX_FACT * 3 // 4 else cut).rstrip()
 
 
 def _path(token: str) -> str | None:

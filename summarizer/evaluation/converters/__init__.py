@@ -1,13 +1,21 @@
 """Turn other tools' agent trajectories into evaluation cases (``evaluation.dataset.Case``).
 
-Two sources:
+Four sources:
 
 - **SWE-agent** ``.traj`` files: ``history`` (preferred) or ``trajectory`` steps become the
-  messages; gold facts are what the run itself recorded: the files its final patch changed, the
-  failing tests and error lines seen in observations, and an obvious reproduce command.
+  messages; gold facts are what the run itself recorded (``evidence``): the files and the
+  definitions its final patch changed, the failing tests and error lines seen in observations,
+  and the commands that reproduce the bug and run the tests.
 - **Chat logs**: a JSON list of message lists, a single message list, records with ``messages``
   or ``traj`` (tau-bench), or JSONL of any of those. tau-bench records also give identifier facts
   from the task's ground-truth actions, kept when the conversation mentions them.
+- **mini-swe-agent** ``.traj.json`` files: ``messages`` as they were sent (observations stay
+  user turns); gold facts from the final patch, the failing tests, error lines and commands
+  (``mini_swe_agent``).
+- **Claude Code** session transcripts (``.jsonl``): the conversation before its first
+  compaction, in Chat Completions form; the summary Claude Code wrote becomes the case's
+  ``given`` summary; gold facts are the files it edited, the commands that failed and their
+  errors (``claude_code``).
 
 Messages are rebuilt, never passed through: only the keys OpenAI's Chat Completions accepts for
 each role are kept (``agent``, ``thought``, ``action``, ``message_type``, ... are dropped),
@@ -21,18 +29,27 @@ message starts with the file name.
 from __future__ import annotations
 
 from .chat import action_identifiers, convert_chat
-from .files import read_chat, read_swe_agent
+from .claude_code import convert_claude_code
+from .evidence import error_lines, failing_tests, key_commands, patch_files, patch_identifiers
+from .files import read_chat, read_claude_code, read_mini_swe_agent, read_swe_agent
 from .messages import openai_messages
-from .swe_agent import convert_swe_agent, error_lines, failing_tests, patch_files
+from .mini_swe_agent import convert_mini_swe_agent
+from .swe_agent import convert_swe_agent
 
 __all__ = [
     "action_identifiers",
     "convert_chat",
+    "convert_claude_code",
+    "convert_mini_swe_agent",
     "convert_swe_agent",
     "error_lines",
     "failing_tests",
+    "key_commands",
     "openai_messages",
     "patch_files",
+    "patch_identifiers",
     "read_chat",
+    "read_claude_code",
+    "read_mini_swe_agent",
     "read_swe_agent",
 ]

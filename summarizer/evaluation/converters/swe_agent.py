@@ -1,65 +1,20 @@
 """SWE-agent ``.traj`` files: ``history`` (or ``trajectory`` steps) as the messages, and the gold
-facts the run itself recorded (the files its final patch changed, failing tests and error lines
-seen in observations, an obvious reproduce command)."""
+facts the run itself recorded (``evidence.run_facts``: the files and definitions its final patch
+changed, failing tests and error lines seen in observations, the reproduce and test commands)."""
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ...core.errors import ConversionError
 from ...core.messages import message_text
 from ..dataset import Case, GoldFact, Probe
-from .cases import _unique, _validated
+from .cases import _validated
+from .evidence import run_facts
 from .messages import _content, _truthy, openai_messages
-
-_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.MULTILINE)
-_TEST_LINE = re.compile(
-    r"^(?:(?:FAILED|ERROR)\s+(\S+::\S+|\S*test\S*\.py)(?:\s|$)|(\S+::\S+)\s+(?:FAILED|ERROR)\b)"
-)
-_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b.*")
-_PYTEST_E = re.compile(r"^E\s{2,}((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)\b.*)")
-_FRAME = re.compile(r'^\s+File "[^"]+", line \d+')
-_REPRODUCE = re.compile(r"^\s*(python3?\s+\S*reproduc\w*\.py)\b")
-
-
-def patch_files(patch: str) -> list[str]:
-    """The files a unified diff changes, in order (the ``b/`` side of ``diff --git`` lines)."""
-    return _unique(match.group(2) for match in _DIFF_FILE.finditer(patch.replace("\r\n", "\n")))
-
-
-def failing_tests(text: str) -> list[str]:
-    """Test ids pytest reported as failed or erroring (``FAILED path::test``, ...), in order."""
-    found = []
-    for line in text.replace("\r\n", "\n").split("\n"):
-        match = _TEST_LINE.match(line.strip()[:500])
-        if match:
-            found.append(match.group(1) or match.group(2))
-    return _unique(found)
-
-
-def error_lines(text: str) -> list[str]:
-    """The exception line ending each Python traceback (or ``File "...", line N`` report, as
-    for a ``SyntaxError``), and pytest's ``E   XError: ...`` lines, in order."""
-    found: list[str] = []
-    in_traceback = False
-    for raw in text.replace("\r\n", "\n").split("\n"):
-        line = raw.rstrip()
-        if line.startswith("Traceback (most recent call last)") or _FRAME.match(line[:500]):
-            in_traceback = True
-            continue
-        if in_traceback and line and not line[0].isspace():
-            if _EXCEPTION.match(line[:500]):
-                found.append(line.strip()[:300])
-            in_traceback = False
-            continue
-        match = _PYTEST_E.match(line[:500])
-        if match:
-            found.append(match.group(1).strip()[:300])
-    return _unique(found)
 
 
 def _commands(message: Mapping[str, Any]) -> Iterator[str]:
@@ -77,33 +32,11 @@ def _commands(message: Mapping[str, Any]) -> Iterator[str]:
         yield from content.splitlines()
 
 
-def _numbered(prefix: str, kind: str, texts: Iterable[str]) -> list[GoldFact]:
-    return [
-        GoldFact(
-            id=f"{prefix}-{n}",
-            text=text,
-            kind=kind,
-            aliases=[text.replace("/", "\\")] if kind == "path" and "/" in text else [],
-        )
-        for n, text in enumerate(texts, start=1)
-    ]
-
-
 def _swe_facts(messages: list[dict[str, Any]], patch: str) -> list[GoldFact]:
     observed = "\n".join(message_text(m) for m in messages if m["role"] in ("tool", "user"))
-    commands = (
-        match.group(1)
-        for m in messages
-        if m["role"] == "assistant"
-        for line in _commands(m)
-        if (match := _REPRODUCE.match(line))
-    )
-    return [
-        *_numbered("patch-file", "path", patch_files(patch)),
-        *_numbered("test", "test", failing_tests(observed)),
-        *_numbered("error", "error", error_lines(observed)),
-        *_numbered("command", "command", list(commands)[:1]),
-    ]
+    said = "\n".join(message_text(m) for m in messages)
+    commands = [line for m in messages if m["role"] == "assistant" for line in _commands(m)]
+    return run_facts(patch, observed, commands, said)
 
 
 def _trajectory_messages(steps: Any, where: str) -> list[dict[str, Any]]:
