@@ -78,7 +78,7 @@ def cache_bounds(page_cache_kib: int, footprints: dict[str, Footprint]) -> list[
             "",
         ],
         [
-            "calibration ratio per tenant and model (`Calibration._ratios`)",
+            "calibration ratio per tenant and model (`Calibration._sums`)",
             "`summarizer/core/tokens/calibration.py` `Calibration(max_entries=...)`",
             "4,096 (namespace, model) pairs, least recently used dropped",
             "",

@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx2
 
-from summarizer.testing import Reply, RoutingResponder, TestUpstream, summary_responder
+from summarizer.testing import Reply, RoutingResponder, TestUpstream
 
 from .processes import proc_kib, rss_bytes, serve_process
-from .proxy_memory_footprints import Footprint, cache_footprints
+from .proxy_memory_footprints import Footprint, cache_footprints, compact_summary
 from .proxy_memory_sessions import (
     KEYS,
     WARMUP_KEY,
@@ -170,7 +170,7 @@ def measure(*, counts: Sequence[int], tokens: int, footprint_sessions: int) -> F
     window = int(tokens * 1.2)
     summary_tokens = min(2_000, tokens // 20)
     session_tokens: list[int] = []
-    responder = RoutingResponder(lambda body: Reply(content="ok"), summary_responder)
+    responder = RoutingResponder(lambda body: Reply(content="ok"), compact_summary)
     with (
         TestUpstream(responder=responder, max_log=1) as upstream,
         tempfile.TemporaryDirectory() as folder,

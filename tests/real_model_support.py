@@ -3,15 +3,13 @@ and a scripted tool-using session driven through any OpenAI client.
 
 The relay is a plain HTTP forwarder on 127.0.0.1: every request the proxy or the wrapped client
 sends to the model passes through it unchanged and is recorded (body, status, time), so a test
-sees exactly what reached the model. llama-cpp-python prints, per request, how much of the prompt
-its KV cache already held and how long the rest took to read ("prompt eval time"): that is the
-time to first token, read back here for each recorded request in order.
+sees exactly what reached the model. A summary request is forwarded streamed and answered whole:
+its time to first token is measured, to compare with a cold control.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,6 +32,8 @@ class Relayed:
     status: int
     seconds: float
     answer: dict[str, Any] | None
+    first_token_s: float | None = None
+    """For a summary request: seconds until the model's first token."""
 
     @property
     def summary(self) -> bool:
@@ -41,9 +41,56 @@ class Relayed:
         return is_summary_request(self.body)
 
 
+def first_token(url: str, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """POST ``body`` to ``url`` streamed: seconds to the first token, and the answer put back
+    together as the chat completion a non-streamed request gets (``usage`` from the last chunk
+    when the server sends one)."""
+    started = time.monotonic()
+    seen: float | None = None
+    text: list[str] = []
+    finish: str | None = None
+    usage: dict[str, Any] | None = None
+    last: dict[str, Any] = {}
+    streamed = {**body, "stream": True}
+    with httpx2.stream("POST", url, json=streamed, timeout=1_800) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line.removeprefix("data: "))
+            last = chunk
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or ():
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    seen = seen if seen is not None else time.monotonic() - started
+                    text.append(piece)
+                finish = choice.get("finish_reason") or finish
+    answer = {
+        "id": last.get("id", "chatcmpl-relay"),
+        "object": "chat.completion",
+        "created": last.get("created", int(time.time())),
+        "model": last.get("model", body.get("model")),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "".join(text)},
+                "finish_reason": finish or "stop",
+            }
+        ],
+    }
+    if usage is not None:
+        answer["usage"] = usage
+    return (seen if seen is not None else time.monotonic() - started), answer
+
+
 @dataclass
 class RecordingRelay:
-    """Forwards ``/v1/*`` to ``target`` (llama.cpp's base URL) and records every exchange."""
+    """Forwards ``/v1/*`` to ``target`` (llama.cpp's base URL) and records every exchange.
+
+    A summary request is forwarded streamed (and answered whole, as it was asked), so its time
+    to first token is measured where the model produced it.
+    """
 
     target: str
     log: list[Relayed] = field(default_factory=list)
@@ -63,36 +110,42 @@ class RecordingRelay:
                 pass
 
             def do_GET(self) -> None:
-                self._forward(None)
+                response = httpx2.get(self._url(), timeout=60)
+                self._answer(response.status_code, response.content)
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                self._forward(self.rfile.read(length))
-
-            def _forward(self, raw: bytes | None) -> None:
-                url = relay.target.rstrip("/") + self.path.removeprefix("/v1")
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                body = json.loads(raw)
                 started = time.monotonic()
-                response = httpx2.request(
-                    "POST" if raw is not None else "GET",
-                    url,
-                    content=raw,
-                    headers={"content-type": "application/json"},
-                    timeout=1_800,
-                )
-                seconds = time.monotonic() - started
-                if raw is not None:
-                    try:
-                        answer = response.json()
-                    except ValueError:
-                        answer = None
-                    relay.log.append(
-                        Relayed(self.path, json.loads(raw), response.status_code, seconds, answer)
+                entry = Relayed(self.path, body, 0, 0.0, None)
+                if entry.summary and not body.get("stream"):
+                    entry.first_token_s, entry.answer = first_token(self._url(), body)
+                    entry.status, content = 200, json.dumps(entry.answer).encode()
+                else:
+                    response = httpx2.post(
+                        self._url(),
+                        content=raw,
+                        headers={"content-type": "application/json"},
+                        timeout=1_800,
                     )
-                self.send_response(response.status_code)
-                self.send_header("content-type", response.headers.get("content-type", ""))
-                self.send_header("content-length", str(len(response.content)))
+                    entry.status, content = response.status_code, response.content
+                    try:
+                        entry.answer = response.json()
+                    except ValueError:
+                        entry.answer = None
+                entry.seconds = time.monotonic() - started
+                relay.log.append(entry)
+                self._answer(entry.status, content)
+
+            def _url(self) -> str:
+                return relay.target.rstrip("/") + self.path.removeprefix("/v1")
+
+            def _answer(self, status: int, content: bytes) -> None:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(content)))
                 self.end_headers()
-                self.wfile.write(response.content)
+                self.wfile.write(content)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
@@ -102,38 +155,6 @@ class RecordingRelay:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
-
-
-_GENERATE = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
-_PROMPT_EVAL = re.compile(r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """What llama.cpp logged for one request: prompt tokens its cache held, tokens it read, and
-    the milliseconds reading them took (the time to first token, less the HTTP hop)."""
-
-    cached: int
-    evaluated: int
-    prompt_ms: float
-
-
-def evaluations(log_text: str) -> list[Evaluation]:
-    """The ``Evaluation`` of each completed request, in order, from llama.cpp's output.
-
-    A request whose whole prompt was cached logs no ``prefix-match`` line (it reports one token
-    evaluated): such blocks are read as fully cached.
-    """
-    found: list[Evaluation] = []
-    pending: tuple[int, int] | None = None
-    for line in log_text.splitlines():
-        if (match := _GENERATE.search(line)) is not None:
-            pending = (int(match.group(1)), int(match.group(2)))
-        elif (match := _PROMPT_EVAL.search(line)) is not None:
-            cached, _ = pending if pending is not None else (0, 0)
-            found.append(Evaluation(cached, int(match.group(2)), float(match.group(1))))
-            pending = None
-    return found
 
 
 Send = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Any]

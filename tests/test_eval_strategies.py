@@ -95,7 +95,11 @@ def assert_keeps_the_essentials(case: Case, messages: list[dict[str, Any]]) -> N
 class FakeModel:
     """An in-process summary client that records every request body."""
 
-    def __init__(self, text: str = "## Task and constraints\nFix the discount bug.") -> None:
+    def __init__(
+        self,
+        text: str = "## Task and constraints\nFix the discount bug.\n\n## Current state\n"
+        "KeyError: 'discount_code' is still raised; the fix is not written yet.",
+    ) -> None:
         self.text = text
         self.bodies: list[dict[str, Any]] = []
 

@@ -161,3 +161,11 @@ def test_a_conversation_in_another_language_may_be_summarized_in_it() -> None:
 def test_without_a_source_only_the_answer_itself_is_checked() -> None:
     assert summary_problem(ECHO, "stop", max_tokens=1_000, tokens=200) is None
     assert summary_problem(LOOP, "stop", max_tokens=1_000, tokens=200) == "repetition"
+
+
+def test_an_error_quoted_then_explained_is_not_an_invention_but_an_unseen_one_is() -> None:
+    explained = "KeyError: 'discount_code' is still raised; the fix is not written yet."
+    conversation = f"{CONVERSATION}\nKeyError: 'discount_code'"
+    assert invented_facts(f"## Errors and fixes\n{explained}\n", conversation) == []
+    unseen = "ERR-77777: ledger locked by another worker"
+    assert invented_facts(f"## Errors and fixes\n{unseen}\n", conversation) == ["ERR-77777"]

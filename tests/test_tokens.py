@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import math
 import struct
 import threading
 import zlib
@@ -558,18 +557,34 @@ def test_unavailable_encoding_raises_instead_of_falling_back() -> None:
 # --- calibration ----------------------------------------------------------------------------------
 
 
-def test_calibration_ema_and_apply() -> None:
+def test_calibration_is_a_quotient_of_decaying_sums_and_apply_rounds_up() -> None:
     cal = Calibration()
     assert cal.ratio("gpt-4o") == 1.0
     assert cal.apply("gpt-4o", 1000) == 1000
     cal.observe("gpt-4o", estimated=100, reported=120)
     assert cal.ratio("gpt-4o") == pytest.approx(1.2)
     cal.observe("gpt-4o", estimated=100, reported=100)
-    assert cal.ratio("gpt-4o") == pytest.approx(0.3 * 1.0 + 0.7 * 1.2)
-    assert cal.apply("gpt-4o", 1000) == math.ceil(1000 * (0.3 + 0.7 * 1.2) - 1e-9)
+    assert cal.ratio("gpt-4o") == pytest.approx((0.7 * 120 + 100) / (0.7 * 100 + 100))
     cal.restore({"m": 1.1})
     assert cal.apply("m", 100) == 110  # not 111 from 110.00000000000001
     assert cal.apply("m", 7) == 8  # ceil(7.7)
+
+
+def test_calibration_weighs_a_request_by_its_size() -> None:
+    # A small first request is mostly a chat template's fixed overhead: once a long one
+    # follows, the long one's ratio dominates (an average of ratios would be halfway).
+    cal = Calibration()
+    cal.observe("m", estimated=200, reported=290)
+    cal.observe("m", estimated=6_000, reported=5_400)
+    assert cal.ratio("m") == pytest.approx((0.7 * 290 + 5_400) / (0.7 * 200 + 6_000))
+    assert abs(cal.ratio("m") - 0.9) < 0.02
+
+
+def test_a_restored_ratio_weighs_as_one_request_of_a_thousand_tokens() -> None:
+    cal = Calibration()
+    cal.restore({"m": 1.2})
+    cal.observe("m", estimated=1_000, reported=1_000)
+    assert cal.ratio("m") == pytest.approx((0.7 * 1_200 + 1_000) / (0.7 * 1_000 + 1_000))
 
 
 def test_calibration_clamps_ignores_and_isolates() -> None:

@@ -232,6 +232,31 @@ def test_summary_call_is_retried_on_5xx_and_429() -> None:
         assert [r.status for r in summaries] == [500, 429, 200]
 
 
+def test_a_500_that_is_a_validation_error_is_not_retried() -> None:
+    # llama-cpp-python's server answers 500 with pydantic's message when it cannot validate a
+    # request: the same request fails the same way, so it is a failed summary at once.
+    validation = {
+        "error": {
+            "message": "1 validation error for CreateChatCompletionRequest\nmessages.2.content\n"
+            "  Input should be a valid string",
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+    with TestUpstream(responder=RoutingResponder(echo_responder)) as up:
+        up.inject(Fault(kind="status", status=500, body=validation, match="summary"))
+        raw = openai.OpenAI(base_url=up.base_url, api_key="k", max_retries=0)
+        context = ContextManager(client=raw, context_window=8_000)
+        result = context.prepare(_filled(12), model=MODEL)
+        summaries = [r for r in up.requests if r.body and is_summary_request(r.body)]
+        assert [r.status for r in summaries] == [500]  # one attempt, no retry
+        # Over the window: the mechanical fallback stands in for the failed summary.
+        assert result.compacted and result.event is not None
+        assert result.event.verdicts == ["replaced"] and result.event.problems == ["error"]
+        assert result.event.failure is not None and "500" in result.event.failure
+
+
 def test_failed_summary_sends_the_request_unchanged_when_it_still_fits() -> None:
     with TestUpstream() as up:
         up.inject(*[Fault(kind="status", status=503, match="summary") for _ in range(10)])

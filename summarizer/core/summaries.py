@@ -196,11 +196,11 @@ class _Answer:
 
     def words_allowed(self, cap: int) -> int:
         """How many words fit in ``cap`` tokens, at this answer's tokens per word (1.5 when it
-        has no words), with a tenth spare: a code- and path-heavy summary needs more tokens per
-        word than prose."""
+        has no words), with two fifths spare: a retry full of paths and identifiers needs more
+        tokens per word than the answer before it."""
         words = len((self.text or "").split())
         per_word = max(1.0, self.tokens / words) if words and self.tokens else 1.5
-        return max(1, int(0.9 * cap / per_word))
+        return max(1, int(0.6 * cap / per_word))
 
     def good(self, min_score: float) -> bool:
         return self.problem is None and self.score is not None and self.score >= min_score

@@ -123,8 +123,17 @@ def invented_facts(summary: str, conversation: str) -> list[str]:
     return [
         fact.text
         for fact in named
-        if fact.kind in CHECKED_KINDS and not mentions(haystack, fact.text, kind=fact.kind)
+        if fact.kind in CHECKED_KINDS
+        and not mentions(haystack, fact.text, kind=fact.kind)
+        # A summary goes on after an error's head in its own words ("KeyError: 'x' is still
+        # raised"): the head is what must have been seen.
+        and not (fact.kind == "error" and mentions(haystack, _head(fact.text), kind="error"))
     ]
+
+
+def _head(line: str, words: int = 2) -> str:
+    """The first ``words`` words of an error line: its type and the start of its message."""
+    return " ".join(line.split()[:words])
 
 
 def _words(text: str) -> list[str]:

@@ -34,12 +34,30 @@ MAX_RETRY_AFTER_SECONDS = 30.0
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """Whether a failed summary call is worth another attempt."""
+    """Whether a failed summary call is worth another attempt.
+
+    A 5xx is, unless the server says it could not validate the request (llama-cpp-python's
+    server answers 500 with pydantic's "validation error"): the same request fails the same way.
+    """
     if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
         return True
     if isinstance(exc, openai.RateLimitError):
         return True
-    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code < 500:
+        return False
+    return not _is_validation_error(exc)
+
+
+_VALIDATION_PHRASES = ("validation error", "input should be", "field required")
+
+
+def _is_validation_error(exc: openai.APIStatusError) -> bool:
+    """Whether the error's message says the request itself did not validate."""
+    body = exc.body
+    error = body.get("error", body) if isinstance(body, Mapping) else body
+    message = error.get("message") if isinstance(error, Mapping) else error
+    text = f"{message if isinstance(message, str) else ''} {exc.message}".casefold()
+    return any(phrase in text for phrase in _VALIDATION_PHRASES)
 
 
 _CONTEXT_LENGTH_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})

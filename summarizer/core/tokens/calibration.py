@@ -9,17 +9,23 @@ from collections.abc import Mapping
 
 from ..errors import ConfigurationError
 
+RESTORED_WEIGHT = 1_000.0
+"""How many estimated tokens a restored ratio weighs as, against the requests that follow."""
+
 
 class Calibration:
     """Ratio of provider-reported prompt tokens to our estimate, learned from usage, kept apart
     per namespace and model.
 
-    Each observation's ratio ``reported / estimated`` is clamped to ``[min_ratio, max_ratio]`` and
-    folded into an exponential moving average (weight ``alpha`` for the new sample; the first
-    sample is taken as is). Each ``(namespace, model)`` is calibrated on its own, so one tenant's
-    traffic (say, image-heavy requests) never moves another tenant's estimates. The number of
-    pairs remembered is bounded (``max_entries``, least recently used dropped first), since both
-    come from clients. Thread-safe.
+    The ratio is the quotient of two decaying sums, of reported and of estimated tokens: each
+    observation adds its two counts after the earlier sums were scaled by ``1 - alpha``. So a
+    request weighs by its size: a small first request (whose count is mostly a chat template's
+    fixed overhead, a poor guide to a long conversation's) moves the ratio little once larger
+    ones follow, and the ratio settles within a few requests. The quotient is clamped to
+    ``[min_ratio, max_ratio]``. Each ``(namespace, model)`` is calibrated on its own, so one
+    tenant's traffic (say, image-heavy requests) never moves another tenant's estimates. The
+    number of pairs remembered is bounded (``max_entries``, least recently used dropped first),
+    since both come from clients. Thread-safe.
     """
 
     def __init__(
@@ -41,7 +47,8 @@ class Calibration:
         self.max_ratio = max_ratio
         self.alpha = alpha
         self.max_entries = max_entries
-        self._ratios: OrderedDict[tuple[str, str], float] = OrderedDict()
+        # (decayed reported tokens, decayed estimated tokens) per (namespace, model).
+        self._sums: OrderedDict[tuple[str, str], tuple[float, float]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _clamp(self, ratio: float) -> float:
@@ -54,21 +61,21 @@ class Calibration:
         """
         if estimated <= 0 or reported <= 0:
             return
-        sample = self._clamp(reported / estimated)
+        # One observation alone never moves the ratio past the bounds.
+        reported = int(min(max(reported, estimated * self.min_ratio), estimated * self.max_ratio))
         key = (namespace, model)
+        keep = 1 - self.alpha
         with self._lock:
-            previous = self._ratios.pop(key, None)
-            self._ratios[key] = (
-                sample if previous is None else self.alpha * sample + (1 - self.alpha) * previous
-            )
-            while len(self._ratios) > self.max_entries:
-                self._ratios.popitem(last=False)
+            total_reported, total_estimated = self._sums.pop(key, (0.0, 0.0))
+            self._sums[key] = (keep * total_reported + reported, keep * total_estimated + estimated)
+            while len(self._sums) > self.max_entries:
+                self._sums.popitem(last=False)
 
     def ratio(self, model: str, namespace: str = "") -> float:
         """The learned ratio for ``model`` in ``namespace`` (1.0 before any observation)."""
         with self._lock:
-            value = self._ratios.get((namespace, model), 1.0)
-        return self._clamp(value)
+            sums = self._sums.get((namespace, model))
+        return self._clamp(sums[0] / sums[1]) if sums else 1.0
 
     def apply(self, model: str, estimated: int, namespace: str = "") -> int:
         """``ceil(estimated * ratio)``, immune to float noise such as 110.00000000000001."""
@@ -77,18 +84,24 @@ class Calibration:
     def snapshot(self, namespace: str = "") -> dict[str, float]:
         """The learned ratios of ``namespace``, by model, for persisting."""
         with self._lock:
-            return {model: r for (ns, model), r in self._ratios.items() if ns == namespace}
+            return {
+                model: self._clamp(reported / estimated)
+                for (ns, model), (reported, estimated) in self._sums.items()
+                if ns == namespace
+            }
 
     def restore(self, data: Mapping[str, float], namespace: str = "") -> None:
         """Replace the learned ratios of ``namespace`` with a snapshot's; entries that are not
         positive finite numbers are skipped, the others clamped to the bounds."""
-        restored: dict[tuple[str, str], float] = {}
+        restored: dict[tuple[str, str], tuple[float, float]] = {}
         for model, value in data.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
             if math.isfinite(value) and value > 0:
-                restored[(namespace, str(model))] = self._clamp(float(value))
+                # A restored ratio weighs as one request of RESTORED_WEIGHT tokens.
+                ratio = self._clamp(float(value))
+                restored[(namespace, str(model))] = (ratio * RESTORED_WEIGHT, RESTORED_WEIGHT)
         with self._lock:
-            for key in [k for k in self._ratios if k[0] == namespace]:
-                del self._ratios[key]
-            self._ratios.update(restored)
+            for key in [k for k in self._sums if k[0] == namespace]:
+                del self._sums[key]
+            self._sums.update(restored)
