@@ -49,7 +49,9 @@ AGENT_MAX_TOKENS = 8
 """The agent's replies are not used (the script decides): a short cap keeps decoding cheap."""
 SUMMARY_TOKENS = 512
 ESTIMATE_TOLERANCE = 0.05
-CALIBRATION_TURNS = 3
+CALIBRATION_TURNS = 6
+"""Responses the calibration learns from before the estimate must be within 5%: about 2,000
+tokens into the session, long before its first compaction (at about 6,500)."""
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +110,12 @@ def _assert_summaries_reuse_the_cache(
     return {"warm_first_token_s": round(max(warm), 2), "cold_first_token_s": round(cold, 2)}
 
 
+def _worst(pairs: list[tuple[int, int]]) -> float:
+    """The largest relative error of the estimates once calibrated."""
+    errors = [abs(e - r) / r for e, r in pairs[CALIBRATION_TURNS:]]
+    return round(max(errors, default=0.0), 4)
+
+
 def _report(name: str, events: list[CompactionEvent], figures: dict[str, Any]) -> None:
     verdicts = [v for event in events for v in event.verdicts]
     counts = {v: verdicts.count(v) for v in ("accepted", "repaired", "replaced")}
@@ -148,14 +156,14 @@ def test_a_session_through_the_proxy(llama: LlamaServer, tmp_path: Any) -> None:
         ]
         compactions = _assert_append_only_between_compactions(relay.log)
         assert compactions >= 2 and len(events) >= 2
-        _assert_estimates_close(pairs)
         cache = _assert_summaries_reuse_the_cache(llama, relay)
     _report(
         "proxy",
         events,
         {"compactions": compactions, "agent_requests": len(list(agent_requests(relay.log))),
-         "seconds": round(run.seconds), **cache},
+         "seconds": round(run.seconds), "worst_estimate_error": _worst(pairs), **cache},
     )  # fmt: skip
+    _assert_estimates_close(pairs)
 
 
 def test_a_session_through_wrap(llama: LlamaServer) -> None:
@@ -185,13 +193,14 @@ def test_a_session_through_wrap(llama: LlamaServer) -> None:
         assert all(entry.status == 200 for entry in relay.log)
         compactions = _assert_append_only_between_compactions(relay.log)
         assert compactions >= 2 and len(events) >= 2
-        _assert_estimates_close(pairs)
         cache = _assert_summaries_reuse_the_cache(llama, relay)
     _report(
         "wrap",
         events,
-        {"compactions": compactions, "seconds": round(run.seconds), **cache},
-    )
+        {"compactions": compactions, "seconds": round(run.seconds),
+         "worst_estimate_error": _worst(pairs), **cache},
+    )  # fmt: skip
+    _assert_estimates_close(pairs)
 
 
 def test_llama_cpps_500_for_a_request_it_cannot_validate_is_not_retried(
