@@ -8,7 +8,8 @@ proxy and the evaluator share every decision, and no store, file or network call
 - ``locate(turn)``: the turn's view under the checkpoint it extends, and its size;
 - ``refresh(located)``: the same turn after waiting (for a lock or a lease), with whatever
   checkpoint another thread or process wrote meanwhile;
-- ``steps(located)``: a compaction; ``observe(result, ...)``: the provider's usage, calibrated.
+- ``steps(located)``: a compaction (with ``policy="hybrid"``, old tool outputs masked first, and
+  a summary only when that is not enough); ``observe(result, ...)``: the usage, calibrated.
 
 The invariants it keeps:
 
