@@ -109,6 +109,7 @@ class EngineConversations(GrowingConversations):
     """Several agents' conversations through one ``ContextManager`` over one SQLite file."""
 
     policy: Policy = "self-summary"
+    mask_keep_turns = 3
 
     def __init__(self, db_path: Path, policy: Policy | None = None) -> None:
         super().__init__()
@@ -128,6 +129,7 @@ class EngineConversations(GrowingConversations):
             summarizer=self.summarizer,
             store=self.db_path,
             policy=self.policy,
+            mask_keep_turns=self.mask_keep_turns,
         )
         return self.new_conversation()
 
@@ -219,6 +221,31 @@ class EngineConversations(GrowingConversations):
         )
 
 
+class HybridConversations(EngineConversations):
+    """The same with ``policy="hybrid"``, from 0 to 3 newest turns kept from masking, and tool
+    exchanges drawn twice as often: with the default 3 turns and the machine's mix of texts,
+    masking alone rarely reaches the target, and both paths must be exercised."""
+
+    policy: Policy = "hybrid"
+
+    @initialize(
+        target=GrowingConversations.conversations,
+        window=st.integers(3_000, 8_000),
+        keep=st.integers(0, 3),
+    )
+    def open_manager(self, window: int, keep: int = 3) -> Conversation:
+        self.mask_keep_turns = keep
+        return super().open_manager(window)
+
+    @rule(
+        conversation=GrowingConversations.conversations,
+        outputs=st.lists(FRACTION, min_size=1, max_size=3),
+    )
+    def agent_reads_more(self, conversation: Conversation, outputs: list[int]) -> None:
+        """Another tool exchange: a tool-heavy agent, whose old outputs masking can clear."""
+        self.assistant_calls_tools(conversation, outputs, with_text=False)
+
+
 def check_policy(
     policy: Policy, event: CompactionEvent, result: PrepareResult, *, summary_calls: int
 ) -> None:
@@ -248,9 +275,11 @@ def test_engine_keeps_the_contract_on_random_conversations(tmp_path: Path, polic
     """Every request of every random conversation keeps every rule of ``invariants``."""
     paths = (tmp_path / f"example-{n}.db" for n in itertools.count())
 
-    class Conversations(EngineConversations):
+    machine = HybridConversations if policy == "hybrid" else EngineConversations
+
+    class Conversations(machine):  # type: ignore[valid-type,misc]
         def __init__(self) -> None:
-            super().__init__(next(paths), policy)
+            super().__init__(next(paths))
 
     run_state_machine_as_test(Conversations, settings=SETTINGS)
 
