@@ -254,6 +254,7 @@ def test_a_growing_session_is_append_only_between_compactions_and_never_remasked
                 assert message["tool_call_id"] not in masks, "unmasked again"
         previous = sent
         check_fresh_process(store, raw, result)
+    context.close()
     masked_only = [e for e in events if not e.verdicts]
     summarized = [e for e in events if e.verdicts]
     assert len(masked_only) >= 3 and summarized, [(e.masked, e.verdicts) for e in events]
