@@ -10,7 +10,8 @@ Every message of ``sent`` is one of:
 - *replaced*: a raw ``tool`` message whose content summarizer cut to its head and tail (same role,
   ``tool_call_id`` and other fields; the content carries the marker of
   ``prompts/v2/truncated_output.md``, with only a head and a tail of the
-  original around it);
+  original around it), or masked by the ``hybrid`` policy (same fields; the content is exactly
+  the placeholder of ``prompts/v2/masked_output.md``);
 - *summary*: a ``user`` message summarizer inserted (``[Context summary]``, or the mechanical
   fallback of ``prompts/v2/fallback_summary.md``).
 
@@ -61,6 +62,8 @@ def _marker(name: str) -> re.Pattern[str]:
 
 REPLACEMENT_MARKERS = (_marker("truncated_output"),)
 """What summarizer writes into a tool output it cuts to fit."""
+MASKED_OUTPUT = _marker("masked_output")
+"""What the ``hybrid`` policy writes in place of an old tool output (the whole content)."""
 
 
 def fail(rule: str, detail: str) -> AssertionError:
@@ -92,7 +95,8 @@ def is_summary(message: Message) -> bool:
 
 
 def is_replacement_of(message: Message, original: Message) -> bool:
-    """Whether ``message`` is ``original`` (a tool output) cut to fit by summarizer."""
+    """Whether ``message`` is ``original`` (a tool output) cut to fit, or masked, by
+    summarizer."""
     if original.get("role") != "tool" or message.get("role") != "tool":
         return False
     if {k: v for k, v in message.items() if k != "content"} != {
@@ -102,6 +106,8 @@ def is_replacement_of(message: Message, original: Message) -> bool:
     content, before = message.get("content"), content_text(original)
     if not isinstance(content, str):
         return False
+    if MASKED_OUTPUT.fullmatch(content):
+        return True
     for marker in REPLACEMENT_MARKERS:
         found = marker.search(content)
         if found is not None:

@@ -385,3 +385,41 @@ def test_a_budget_the_strategy_cannot_meet_is_infeasible_and_not_retried(tmp_pat
     again = invoke(dataset, "--out", out, "-s", "ledger-only", "--budget", "0.02", "--no-progress")
     assert again.exit_code == 0, again.output
     assert "0 rows computed, 1 already done" in again.output
+
+
+def test_hybrid_next_to_self_summary_and_masking_against_the_test_upstream(
+    tmp_path: Path,
+) -> None:
+    """``summarizer eval -s hybrid -s self-summary -s masking``: the hybrid rows ask the model
+    only for the cases masking cannot bring under the budget."""
+    out = tmp_path / "run"
+    with TestUpstream(responder=EvalResponder()) as upstream:
+        result = invoke(
+            SHIPPED,
+            "--out",
+            out,
+            "--limit",
+            "3",
+            "--model",
+            "gpt-4o-mini",
+            "--upstream",
+            upstream.base_url,
+            "--api-key",
+            "test-key",
+            "--no-probes",
+            "-s",
+            "hybrid,self-summary,masking",
+        )
+    assert result.exit_code == 0, result.output
+    rows = rows_of(out)
+    assert len(rows) == 9 and all(row.status == "ok" and row.met_budget for row in rows)
+    by = {(row.strategy, row.case_id): row for row in rows}
+    cases = sorted({row.case_id for row in rows})
+    hybrid_calls = sum(len(by["hybrid", case].calls) for case in cases)
+    summary_calls = sum(len(by["self-summary", case].calls) for case in cases)
+    assert summary_calls >= len(cases) and hybrid_calls < summary_calls
+    for case in cases:
+        hybrid = by["hybrid", case]
+        assert any(note.startswith("masked=") for note in hybrid.notes)
+        assert (hybrid.summary is None) == (hybrid.calls == [])
+    assert "| hybrid |" in result.output

@@ -113,12 +113,18 @@ def test_strategy_names_are_the_public_contract() -> None:
         "self-summary",
         "self-summary-no-ledger",
         "from-scratch",
+        "hybrid",
         "masking",
         "truncate",
         "ledger-only",
         "given",
     ]
-    assert set(MODEL_STRATEGIES) == {"self-summary", "self-summary-no-ledger", "from-scratch"}
+    assert set(MODEL_STRATEGIES) == {
+        "self-summary",
+        "self-summary-no-ledger",
+        "from-scratch",
+        "hybrid",
+    }
     assert set(OFFLINE_STRATEGIES) == {"masking", "truncate", "ledger-only", "given"}
 
 
@@ -281,3 +287,35 @@ def test_a_failed_summary_call_is_reported() -> None:
 def test_model_strategies_need_a_client() -> None:
     with pytest.raises(ValueError, match="needs a model"):
         STRATEGIES["self-summary"].compact(job(make_case()))
+
+
+MASKED = load_prompt("masked_output").split("{")[0]
+
+
+def test_hybrid_masks_old_outputs_and_asks_no_model_when_that_fits() -> None:
+    case = make_case()
+    model = FakeModel()
+    result = STRATEGIES["hybrid"].compact(job(case, client=model))
+    assert result.met_budget and result.compacted
+    assert model.bodies == [] and result.calls == [] and result.summary is None
+    assert any(note.startswith("masked=") for note in result.notes)
+    assert_keeps_the_essentials(case, result.messages)
+    masked = [m for m in result.messages if str(m.get("content")).startswith(MASKED)]
+    assert masked and all(m["role"] == "tool" and m["tool_call_id"] for m in masked)
+    # The newest turns keep their outputs.
+    assert result.messages[-3] is case.messages[-3] and result.messages[-3]["role"] == "tool"
+
+
+def test_hybrid_asks_the_model_when_masking_is_not_enough() -> None:
+    case = make_case()
+    model = FakeModel(
+        "## Task and constraints\nFix the discount bug in src/billing/invoice.py.\n\n"
+        "## Current state\nRead the billing modules; the KeyError 'discount_code' in "
+        "src/billing/discounts.py is still open."
+    )
+    result = STRATEGIES["hybrid"].compact(job(case, ratio=0.2, client=model))
+    assert result.met_budget and result.compacted
+    assert model.bodies and len(result.calls) == len(model.bodies)
+    assert result.summary is not None and "discount_code" in result.summary
+    assert any(note.startswith("masked=") for note in result.notes)
+    assert_keeps_the_essentials(case, result.messages)

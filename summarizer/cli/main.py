@@ -155,6 +155,13 @@ def serve(
     summary_model: Annotated[
         str | None, typer.Option(help="Model that writes summaries. (default: the agent's model)")
     ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="'self-summary' (the model summarizes old turns) or 'hybrid' (old tool outputs "
+            "are masked first; a summary only when that is not enough). (default: self-summary)"
+        ),
+    ] = None,
     log_format: Annotated[
         str | None, typer.Option(help="Log lines as 'text' or 'json'. (default: text)")
     ] = None,
@@ -213,6 +220,7 @@ def serve(
             keep_recent_tokens=keep_recent_tokens,
             max_summary_tokens=max_summary_tokens,
             summary_model=summary_model,
+            policy=policy,
             log_format=log_format,
             log_level=log_level,
             max_body_bytes=max_body_bytes,

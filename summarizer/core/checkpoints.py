@@ -7,9 +7,9 @@ differently turn is planned afresh (and may still reuse an earlier checkpoint of
 
 It rewrites by ``slots`` and ``overrides``. Each slot replaces one contiguous run of raw messages
 ``[start, end)`` with one inserted summary message; every other raw message is sent as is, or as
-its ``overrides`` replacement (a tool output cut to its head and tail). So the rewritten
-conversation keeps the raw order of everything it keeps, and each summary sits exactly where the
-turns it stands for were.
+its ``overrides`` replacement (a tool output cut to its head and tail, or masked by the
+``hybrid`` policy). So the rewritten conversation keeps the raw order of everything it keeps, and
+each summary sits exactly where the turns it stands for were.
 
 Invariant: ``rewrite`` is a pure function of the checkpoint and the raw messages, and a checkpoint
 survives a JSON round trip (``model_dump_json`` / ``model_validate_json``) unchanged, so the same
@@ -88,7 +88,8 @@ class Checkpoint(BaseModel):
     slots: list[Slot] = Field(default_factory=list)
     """Inserted summaries, by increasing ``start``, disjoint, within the basis."""
     overrides: dict[int, dict[str, Any]] = Field(default_factory=dict)
-    """Raw index -> replacement message (a tool output cut to fit), outside every slot."""
+    """Raw index -> replacement message (a tool output cut to fit, or masked), outside every
+    slot."""
     summary: str = ""
     """The summaries this compaction wrote, joined by a blank line (slots hold each)."""
     ledger: list[dict[str, Any]] = Field(default_factory=list)

@@ -16,6 +16,7 @@ from pydantic_core import ErrorDetails
 from .errors import ConfigurationError
 from .messages import tool_names
 from .model_limits import ModelLimits, lookup_limits
+from .results import Policy
 
 
 class ConfigurationModel(BaseModel):
@@ -149,6 +150,15 @@ class CompactionConfig(ConfigurationModel):
     """Which version of the prompts in ``prompts/`` to use."""
     on_failure: Literal["fallback", "raise"] = "fallback"
     """When summarization fails: compact deterministically (``fallback``) or raise."""
+    policy: Policy = "self-summary"
+    """How a compaction makes room. ``self-summary``: the model summarizes the old turns.
+    ``hybrid``: observation masking first: old tool outputs (outside the newest
+    ``mask_keep_turns`` turns, the final turn and pinned turns) become a one-line placeholder,
+    oldest first, until the request is under the target, with no model call; only when masking
+    every such output is not enough does the model summarize (the masked view)."""
+    mask_keep_turns: int = Field(default=3, ge=0)
+    """With ``policy="hybrid"``: the tool outputs of this many newest assistant turns are never
+    masked (nor the final turn's, whatever this is)."""
 
     @field_validator("pin", mode="before")
     @classmethod

@@ -8,7 +8,8 @@ proxy and the evaluator share every decision, and no store, file or network call
 - ``locate(turn)``: the turn's view under the checkpoint it extends, and its size;
 - ``refresh(located)``: the same turn after waiting (for a lock or a lease), with whatever
   checkpoint another thread or process wrote meanwhile;
-- ``steps(located)``: a compaction; ``observe(result, ...)``: the provider's usage, calibrated.
+- ``steps(located)``: a compaction (with ``policy="hybrid"``, old tool outputs masked first, and
+  a summary only when that is not enough); ``observe(result, ...)``: the usage, calibrated.
 
 The invariants it keeps:
 
@@ -28,7 +29,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import replace
 
 from .caches import ChainCache
@@ -36,14 +37,14 @@ from .checkpoints import prefix_candidates
 from .config import CompactionConfig, requested_output_tokens, resolve_budget
 from .effects import Effects, FindCheckpoint, Found, RecordUsage, SaveCheckpoint, Saved, Turn
 from .errors import BudgetExceeded, SummaryFailed
-from .facts import Fact
 from .located import Located, SessionMemo, extends, view_of
-from .messages import Message, first_index, validate_messages
-from .planner import Plan, ViewItem, plan_compaction
+from .messages import Message, validate_messages
+from .planner import MaskPlan, Plan, plan_compaction, plan_masking
 from .prompt_set import PromptSet
 from .records import build_checkpoint, calibrated_refusal, compaction_event, cut_final_turn
-from .results import CompactionEvent, PrepareResult, SummarizeCall, SummaryOutcome, Trigger
-from .summaries import FRAME_TOKENS, RunRequest, RunSummary, anchor_of, summarize_run
+from .results import CompactionEvent, PrepareResult, Trigger
+from .runs import summarize_runs
+from .summaries import FRAME_TOKENS, RunSummary
 from .tokens import REPLY_PRIMING_TOKENS, Calibration, TokenCounter
 
 logger = logging.getLogger("summarizer")
@@ -204,7 +205,8 @@ class ContextEngine:
 
     def steps(self, located: Located, *, trigger: Trigger = "threshold") -> Effects[PrepareResult]:
         """Compact ``located``: yields summary calls and the checkpoint to save, returns what to
-        send."""
+        send. With the ``hybrid`` policy, old tool outputs are masked first, and the model is
+        asked for a summary only when that does not bring the request under the target."""
         started = time.monotonic()
         config = self.config
         budget = located.budget
@@ -220,28 +222,27 @@ class ContextEngine:
                 min(target, limit // 2),
                 None,
             )
-        cap, ledger_cap = config.max_summary_tokens, config.ledger_max_tokens
-        smallest = min(cap, MIN_SUMMARY_CAP) + min(ledger_cap, MIN_LEDGER_TOKENS) + FRAME_TOKENS
-        try:
-            plan = plan_compaction(
-                located.view,
-                fixed_tokens=located.fixed_tokens,
-                summary_tokens=cap + ledger_cap + FRAME_TOKENS,
-                min_summary_tokens=smallest,
-                last_resort_summary_tokens=min(cap, LAST_RESORT_SUMMARY_CAP) + FRAME_TOKENS,
-                limit_tokens=int(limit / ratio),
-                trigger_tokens=int(trigger_tokens / ratio),
-                target_tokens=int(target / ratio),
-                keep_recent_tokens=config.keep_recent_tokens,
-                pins=config.pin,
-                count=located.counter.count_message,
-                truncation_marker=self.prompts.truncated_output,
+        masking = MaskPlan()
+        planned = located  # the view the compaction works on: masked first under ``hybrid``
+        if config.policy == "hybrid":
+            masking = self._mask(located, target=int(target / ratio))
+            if masking.masks:
+                planned = replace(located, view=masking.view)
+        summaries: list[RunSummary] = []
+        if masking.fits and not masking.masks:
+            return self.unchanged(located)  # under the target already: nothing to do
+        if masking.fits:
+            plan = Plan(runs=[], tail_start=len(planned.view), summary_tokens=0)
+        else:
+            plan = self._plan(planned, ratio, limit, trigger_tokens, target)
+            nothing = not plan.runs and not plan.overrides and not plan.final_cuts
+            if nothing and not masking.masks:
+                return self.unchanged(located)  # nothing to compact; it fits as it is
+            # The runs are planned on the masked view, but summarized from the live one: the
+            # summary request stays a prefix of the last request, and sees what was just masked.
+            summaries = yield from summarize_runs(
+                located, plan, config=config, prompts=self.prompts, ratio=ratio, window=window
             )
-        except BudgetExceeded as exc:
-            raise calibrated_refusal(exc, ratio, limit, budget) from None
-        if not plan.runs and not plan.overrides and not plan.final_cuts:
-            return self.unchanged(located)  # nothing to compact; it fits the window as it is
-        summaries = yield from self._summarize(located, plan, ratio, window)
         failures = [s.slot.failure for s in summaries if s.slot.failure]
         if failures:
             if config.on_failure == "raise":
@@ -253,14 +254,19 @@ class ContextEngine:
                 )
                 return self.unchanged(located)
         checkpoint = build_checkpoint(
-            located, plan, summaries, trigger=trigger, summary_model=config.summary_model
+            planned,
+            plan,
+            summaries,
+            trigger=trigger,
+            summary_model=config.summary_model,
+            masks=masking.masks,
         )
         new_view = view_of(located.messages, located.digests, checkpoint, located.counter)
         tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
         if plan.final_cuts and tokens_after_raw > int(limit / ratio):
             # Only now is the summaries' real size known: cut the final turn as far as needed.
             checkpoint = cut_final_turn(
-                located,
+                planned,
                 plan,
                 checkpoint,
                 new_view,
@@ -290,18 +296,10 @@ class ContextEngine:
             plan,
             trigger=trigger,
             latency_s=time.monotonic() - started,
+            policy=config.policy,
+            masking=masking,
         )
-        logger.info(
-            "compacted session %s: %d -> %d tokens in %d summar%s, score %s, trigger %s%s",
-            located.session,
-            event.tokens_before,
-            event.tokens_after,
-            len(summaries),
-            "y" if len(summaries) == 1 else "ies",
-            "n/a" if event.score is None else f"{event.score:.2f}",
-            trigger,
-            f", failure: {event.failure}" if event.failure else "",
-        )
+        _log(event)
         if self.on_compaction is not None:
             self.on_compaction(event)
         return PrepareResult(
@@ -315,60 +313,50 @@ class ContextEngine:
             event=event,
         )
 
-    def _summarize(
-        self, located: Located, plan: Plan, ratio: float, window: int | None
-    ) -> Generator[SummarizeCall, SummaryOutcome, list[RunSummary]]:
-        """One summary per planned run, oldest first."""
+    def _mask(self, located: Located, *, target: int) -> MaskPlan:
+        """The ``hybrid`` policy's first step: old tool outputs masked toward ``target``
+        (counted tokens)."""
+        counter = located.counter
+
+        def original(index: int) -> int:
+            return counter.count_message(located.messages[index], digest=located.digests[index])
+
+        return plan_masking(
+            located.view,
+            fixed_tokens=located.fixed_tokens,
+            target_tokens=target,
+            keep_turns=self.config.mask_keep_turns,
+            pins=self.config.pin,
+            original_tokens=original,
+            count=counter.count_message,
+            template=self.prompts.masked_output,
+        )
+
+    def _plan(
+        self, located: Located, ratio: float, limit: int, trigger_tokens: int, target: int
+    ) -> Plan:
+        """The compaction of ``located.view`` toward ``target`` (provider tokens), in the
+        window's ``limit``; ``BudgetExceeded`` in provider tokens when nothing fits."""
         config = self.config
-        # The allowance may have shrunk: cap and ledger shrink in proportion.
-        full = config.max_summary_tokens + config.ledger_max_tokens
-        share = max(0.0, (plan.summary_tokens - FRAME_TOKENS) / full) if full else 0.0
-        cap = max(1, min(config.max_summary_tokens, int(config.max_summary_tokens * share)))
-        ledger_cap = max(0, int(config.ledger_max_tokens * share))
-        cap_key = "max_tokens" if "max_tokens" in located.request else "max_completion_tokens"
-        first_user = first_index(located.messages, "user")
-        previous = located.checkpoint
-        done: list[RunSummary] = []
-        compacted: list[ViewItem] = []  # the view so far, earlier runs replaced
-        position = 0
-        for run in plan.runs:
-            compacted.extend(located.view[position : run.start])
-            position = run.stop
-            folded: list[Fact] = []
-            for item in located.view[run.start : run.stop]:
-                if item.replaces is not None and previous is not None:
-                    slot = previous.slot_at(item.replaces[0])
-                    if slot is not None:
-                        folded.extend(Fact.model_validate(f) for f in slot.ledger)
-            start = len(compacted)
-            with_run = [*compacted, *located.view[run.start : run.stop]]
-            request = RunRequest(
-                view=located.view,
-                raw=located.messages,
-                run=run,
-                compacted=(with_run, range(start, len(with_run))) if done else None,
-                previous_facts=folded,
-                model=located.model,
-                tools=located.tools,
+        cap, ledger_cap = config.max_summary_tokens, config.ledger_max_tokens
+        smallest = min(cap, MIN_SUMMARY_CAP) + min(ledger_cap, MIN_LEDGER_TOKENS) + FRAME_TOKENS
+        try:
+            return plan_compaction(
+                located.view,
                 fixed_tokens=located.fixed_tokens,
-                window_tokens=window,
-                ratio=ratio,
-                summary_cap=cap,
-                ledger_cap=ledger_cap,
-                cap_key=cap_key,
-                session=located.session,
-                prompts=self.prompts,
+                summary_tokens=cap + ledger_cap + FRAME_TOKENS,
+                min_summary_tokens=smallest,
+                last_resort_summary_tokens=min(cap, LAST_RESORT_SUMMARY_CAP) + FRAME_TOKENS,
+                limit_tokens=int(limit / ratio),
+                trigger_tokens=int(trigger_tokens / ratio),
+                target_tokens=int(target / ratio),
+                keep_recent_tokens=config.keep_recent_tokens,
+                pins=config.pin,
+                count=located.counter.count_message,
+                truncation_marker=self.prompts.truncated_output,
             )
-            anchor = anchor_of(located.view, run, first_user)
-            summary = yield from summarize_run(
-                request, config=config, counter=located.counter, anchor=anchor
-            )
-            done.append(summary)
-            message = summary.slot.message
-            replaces = (summary.slot.start, summary.slot.end)
-            tokens = located.counter.count_message(message)
-            compacted.append(ViewItem(message, None, tokens, replaces=replaces))
-        return done
+        except BudgetExceeded as exc:
+            raise calibrated_refusal(exc, ratio, limit, located.budget) from None
 
     # -- feedback -----------------------------------------------------------------------------
 
@@ -388,6 +376,23 @@ class ContextEngine:
         if result.compacted and result.checkpoint_id:
             return RecordUsage(result.namespace, result.checkpoint_id, prompt_tokens)
         return None
+
+
+def _log(event: CompactionEvent) -> None:
+    count = len(event.verdicts)
+    masked = f"{event.masked} masked tool outputs ({event.masked_tokens} tokens) and "
+    logger.info(
+        "compacted session %s: %d -> %d tokens in %s%d summar%s, score %s, trigger %s%s",
+        event.session,
+        event.tokens_before,
+        event.tokens_after,
+        masked if event.masked else "",
+        count,
+        "y" if count == 1 else "ies",
+        "n/a" if event.score is None else f"{event.score:.2f}",
+        event.trigger,
+        f", failure: {event.failure}" if event.failure else "",
+    )
 
 
 def _derive_session(raw: list[Message], chain: list[str]) -> str:

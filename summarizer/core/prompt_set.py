@@ -28,6 +28,9 @@ class PromptSet:
     ``original_tokens``)."""
     truncated_output: str
     """The marker inside a tool output cut to its head and tail (``elided_tokens``)."""
+    masked_output: str
+    """What an old tool output is replaced with when the ``hybrid`` policy masks it
+    (``original_tokens``)."""
 
     @classmethod
     def names(cls) -> Sequence[str]:

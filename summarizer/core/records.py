@@ -4,7 +4,7 @@ raises when nothing fits. Pure functions of the located turn, the plan and the s
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .checkpoints import Checkpoint
@@ -12,8 +12,8 @@ from .config import Budget
 from .errors import BudgetExceeded
 from .located import Located
 from .messages import Message
-from .planner import Plan, ViewItem, cut_outputs
-from .results import CompactionEvent, Trigger
+from .planner import MaskPlan, Plan, ViewItem, cut_outputs
+from .results import CompactionEvent, Policy, Trigger
 from .summaries import RunSummary
 
 
@@ -24,11 +24,13 @@ def build_checkpoint(
     *,
     trigger: Trigger,
     summary_model: str | None,
+    masks: Mapping[int, Message] | None = None,
 ) -> Checkpoint:
     """The checkpoint of ``located`` after ``plan``, with the ``summaries`` written for it.
 
-    Earlier summaries the plan keeps stay as they were; earlier cut outputs stay cut unless a new
-    summary now stands for them.
+    Earlier summaries the plan keeps stay as they were; earlier cut or masked outputs stay so
+    unless a new summary now stands for them. ``masks`` (view index -> placeholder message, the
+    ``hybrid`` policy's) become overrides where no new summary stands for them.
     """
     view = located.view
     previous = located.checkpoint
@@ -48,9 +50,11 @@ def build_checkpoint(
     overrides: dict[int, Message] = {}
     if previous is not None:
         overrides.update({i: m for i, m in previous.overrides.items() if outside(i)})
-    for i, replacement in plan.overrides.items():
+    for i, replacement in {**(masks or {}), **plan.overrides}.items():
+        if i in replaced:
+            continue
         raw_index = view[i].raw_index
-        assert raw_index is not None, "only raw tool outputs are cut"
+        assert raw_index is not None, "only raw tool outputs are cut or masked"
         overrides[raw_index] = replacement
     facts: dict[str, dict[str, Any]] = {}
     for summary in summaries:
@@ -113,8 +117,11 @@ def compaction_event(
     *,
     trigger: Trigger,
     latency_s: float,
+    policy: Policy = "self-summary",
+    masking: MaskPlan | None = None,
 ) -> CompactionEvent:
-    """The event ``on_compaction`` receives for this compaction."""
+    """The event ``on_compaction`` receives for this compaction (``masking``: what the
+    ``hybrid`` policy masked first, if anything)."""
     previous = located.checkpoint
     covered = checkpoint.covered_count
     outcomes = [s.outcome for s in summaries if s.outcome is not None]
@@ -139,6 +146,9 @@ def compaction_event(
         failure=checkpoint.failure,
         summary_prompt_tokens=sum(prompt) if prompt else None,
         summary_cached_tokens=sum(cached) if cached else None,
+        policy=policy,
+        masked=len(masking.masks) if masking is not None else 0,
+        masked_tokens=masking.saved_tokens if masking is not None else 0,
     )
 
 

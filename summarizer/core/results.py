@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from .messages import Message
 
 Trigger = Literal["threshold", "context_length_exceeded", "manual"]
+Policy = Literal["self-summary", "hybrid"]
+"""How a compaction makes room (``CompactionConfig.policy``)."""
 
 
 class SummarizeCall(BaseModel):
@@ -84,6 +86,13 @@ class CompactionEvent(BaseModel):
     failure: str | None = None
     summary_prompt_tokens: int | None = None
     summary_cached_tokens: int | None = None
+    policy: Policy = "self-summary"
+    """The policy that made this compaction (``CompactionConfig.policy``)."""
+    masked: int = 0
+    """Tool outputs this compaction masked (``hybrid`` only). When masking was enough, no
+    summary was asked for: ``verdicts`` is empty and ``summary`` is ``""``."""
+    masked_tokens: int = 0
+    """Tokens (as counted, before calibration) those masks saved."""
 
 
 class PrepareResult(BaseModel):

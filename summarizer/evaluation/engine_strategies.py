@@ -1,5 +1,5 @@
 """The strategies that go through the project's engine: ``self-summary`` (with and without the
-ledger), ``from-scratch`` and ``ledger-only``.
+ledger), ``hybrid``, ``from-scratch`` and ``ledger-only``.
 
 Each runs ``ContextEngine`` as production does, with a forced (``manual``) compaction, an
 in-memory store and a ``CompactionConfig`` whose budget is the evaluation's: the planner's target
@@ -9,6 +9,9 @@ production's own; the evaluator only measures what comes out.
 
 - ``self-summary``: the live conversation plus ``self_summary.md``, then the summary frame with
   the fact ledger. ``self-summary-no-ledger``: the same with ``ledger_max_tokens=0``.
+- ``hybrid``: the engine's ``hybrid`` policy: old tool outputs masked first (oldest turns first,
+  down to the budget), and the self-summary only when masking every maskable output is not
+  enough; a case masking fits makes no model call.
 - ``ledger-only``: no model. The engine's own mechanical fallback (``fallback_summary.md`` and
   the ledger in the summary frame), with the summary allowance shrunk to that text so the kept
   tail gets the room a model's summary would have taken.
@@ -34,7 +37,7 @@ from ..core.config import CompactionConfig
 from ..core.effects import Turn
 from ..core.errors import BudgetExceeded
 from ..core.messages import message_text
-from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
+from ..core.results import Policy, PrepareResult, SummarizeCall, SummaryOutcome
 from ..core.summary_checks import summary_problem
 from ..core.summary_request import cut_at_sentence, summary_message
 from ..core.tokens import TokenCounter
@@ -64,7 +67,11 @@ _ROLE_NAMES = {
 
 
 def engine_config(
-    job: CompactionInput, *, ledger_max_tokens: int, max_summary_tokens: int
+    job: CompactionInput,
+    *,
+    ledger_max_tokens: int,
+    max_summary_tokens: int,
+    policy: Policy = "self-summary",
 ) -> CompactionConfig:
     """A production config whose compaction lands within ``job.budget_tokens``."""
     budget = job.budget_tokens
@@ -84,6 +91,7 @@ def engine_config(
         ledger_max_tokens=ledger_max_tokens,
         tokenizer=job.counter.name,
         prompt_version=job.prompt_version,
+        policy=policy,
     )
 
 
@@ -184,13 +192,18 @@ def _notes(result: PrepareResult) -> list[str]:
 
 
 class SelfSummary(OneRowPerCase):
-    """``self-summary`` / ``self-summary-no-ledger``: production's compaction, model included."""
+    """``self-summary`` / ``self-summary-no-ledger`` / ``hybrid``: production's compaction,
+    model included (``hybrid``: the policy that masks old tool outputs first)."""
 
     needs_model = True
 
-    def __init__(self, *, ledger: bool = True) -> None:
+    def __init__(self, *, ledger: bool = True, policy: Policy = "self-summary") -> None:
         self.ledger = ledger
-        self.name = "self-summary" if ledger else "self-summary-no-ledger"
+        self.policy: Policy = policy
+        if policy == "hybrid":
+            self.name = "hybrid"
+        else:
+            self.name = "self-summary" if ledger else "self-summary-no-ledger"
 
     def compact_over_budget(self, job: CompactionInput) -> Compaction:
         """Force one compaction through the engine, the summary written by ``job.client``."""
@@ -199,12 +212,17 @@ class SelfSummary(OneRowPerCase):
             job,
             ledger_max_tokens=DEFAULT_LEDGER_TOKENS if self.ledger else NO_LEDGER_TOKENS,
             max_summary_tokens=job.max_summary_tokens,
+            policy=self.policy,
         )
         result, _ = run_engine(job, config, recorder)
         event = result.event
         failure = event.failure if event is not None else None
         notes = _notes(result) + (["fallback"] if failure else [])
         summary = event.summary if event is not None and not failure else None
+        if event is not None and event.masked:
+            notes.append(f"masked={event.masked}")
+            if not event.verdicts:
+                summary = None  # masking was enough: no summary was written
         return finish(
             job,
             list(result.messages),

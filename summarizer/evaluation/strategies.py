@@ -6,6 +6,7 @@ name                        model  what it sends next
 ``self-summary``            yes    production: the live conversation summarizes itself, + ledger
 ``self-summary-no-ledger``  yes    the same without the fact ledger
 ``from-scratch``            yes    a separate summarizer prompt over the same span, as text
+``hybrid``                  yes    old tool outputs masked first; a self-summary only when needed
 ``masking``                 no     old tool outputs replaced by placeholders (largest M that fits)
 ``truncate``                no     the oldest units dropped
 ``ledger-only``             no     the engine's mechanical fallback: the fact ledger, no summary
@@ -44,6 +45,7 @@ STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
             SelfSummary(ledger=True),
             SelfSummary(ledger=False),
             FromScratch(),
+            SelfSummary(policy="hybrid"),
             Masking(),
             Truncate(),
             LedgerOnly(),

@@ -44,7 +44,8 @@ class ProxyMetrics:
         )
         self.compactions = Counter(
             "summarizer_compactions",
-            "Compactions performed, by trigger and outcome (summary, fallback).",
+            "Compactions performed, by trigger and outcome (summary, fallback, or masked: the "
+            "hybrid policy's masking was enough and no summary was asked for).",
             ["trigger", "outcome"],
             registry=r,
         )

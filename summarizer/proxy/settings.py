@@ -27,6 +27,7 @@ COMPACTION_SETTINGS = (
     "keep_recent_tokens",
     "max_summary_tokens",
     "summary_model",
+    "policy",
 )
 """The ``CompactionConfig`` fields the proxy takes as flags, ``SUMMARIZER_*`` variables and
 keywords of ``Settings`` itself (declared, with their validation, only in ``CompactionConfig``)."""

@@ -154,7 +154,9 @@ class ProxyState:
 
     def _record_compaction(self, event: CompactionEvent) -> None:
         m = self.metrics
-        m.compactions.labels(event.trigger, "fallback" if event.failure else "summary").inc()
+        masked_only = event.masked and not event.verdicts
+        outcome = "fallback" if event.failure else "masked" if masked_only else "summary"
+        m.compactions.labels(event.trigger, outcome).inc()
         m.tokens_before.observe(event.tokens_before)
         m.tokens_after.observe(event.tokens_after)
         m.summary_latency.observe(event.latency_s)

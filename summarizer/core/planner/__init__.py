@@ -20,21 +20,29 @@ unit). Over the trigger it then degrades: it cuts kept tool outputs to their hea
 largest first, and the final unit's only when nothing else fits the window. When that still does
 not fit, it plans once more with the summaries below their floor (a last resort), and it refuses
 (``BudgetExceeded``, naming each part) only when even that does not fit.
+
+With the ``hybrid`` policy, ``plan_masking`` comes first: old tool outputs become placeholders
+(``masking``), and the compaction is planned only when that is not enough, on the masked view.
 """
 
 from __future__ import annotations
 
 from .budget import plan_compaction, summary_request_end
+from .masking import MaskPlan, is_masked, masked_pattern, plan_masking
 from .truncation import MIN_KEPT_OUTPUT_TOKENS, cut_outputs, truncate_message
 from .view import CountFn, Plan, ViewItem
 
 __all__ = [
     "MIN_KEPT_OUTPUT_TOKENS",
     "CountFn",
+    "MaskPlan",
     "Plan",
     "ViewItem",
     "cut_outputs",
+    "is_masked",
+    "masked_pattern",
     "plan_compaction",
+    "plan_masking",
     "summary_request_end",
     "truncate_message",
 ]

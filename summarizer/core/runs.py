@@ -1,0 +1,77 @@
+"""Summarizing a plan's runs, oldest first: one summary request per run, each built on the live
+view (or, when that does not fit the window, on the earlier runs' new summaries). Pure: the
+model calls are yielded as ``SummarizeCall``s."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+from .config import CompactionConfig
+from .facts import Fact
+from .located import Located
+from .messages import first_index
+from .planner import Plan, ViewItem
+from .prompt_set import PromptSet
+from .results import SummarizeCall, SummaryOutcome
+from .summaries import FRAME_TOKENS, RunRequest, RunSummary, anchor_of, summarize_run
+
+
+def summarize_runs(
+    located: Located,
+    plan: Plan,
+    *,
+    config: CompactionConfig,
+    prompts: PromptSet,
+    ratio: float,
+    window: int | None,
+) -> Generator[SummarizeCall, SummaryOutcome, list[RunSummary]]:
+    """One summary per planned run of ``located.view``, oldest first."""
+    # The allowance may have shrunk: cap and ledger shrink in proportion.
+    full = config.max_summary_tokens + config.ledger_max_tokens
+    share = max(0.0, (plan.summary_tokens - FRAME_TOKENS) / full) if full else 0.0
+    cap = max(1, min(config.max_summary_tokens, int(config.max_summary_tokens * share)))
+    ledger_cap = max(0, int(config.ledger_max_tokens * share))
+    cap_key = "max_tokens" if "max_tokens" in located.request else "max_completion_tokens"
+    first_user = first_index(located.messages, "user")
+    previous = located.checkpoint
+    done: list[RunSummary] = []
+    compacted: list[ViewItem] = []  # the view so far, earlier runs replaced
+    position = 0
+    for run in plan.runs:
+        compacted.extend(located.view[position : run.start])
+        position = run.stop
+        folded: list[Fact] = []
+        for item in located.view[run.start : run.stop]:
+            if item.replaces is not None and previous is not None:
+                slot = previous.slot_at(item.replaces[0])
+                if slot is not None:
+                    folded.extend(Fact.model_validate(f) for f in slot.ledger)
+        start = len(compacted)
+        with_run = [*compacted, *located.view[run.start : run.stop]]
+        request = RunRequest(
+            view=located.view,
+            raw=located.messages,
+            run=run,
+            compacted=(with_run, range(start, len(with_run))) if done else None,
+            previous_facts=folded,
+            model=located.model,
+            tools=located.tools,
+            fixed_tokens=located.fixed_tokens,
+            window_tokens=window,
+            ratio=ratio,
+            summary_cap=cap,
+            ledger_cap=ledger_cap,
+            cap_key=cap_key,
+            session=located.session,
+            prompts=prompts,
+        )
+        anchor = anchor_of(located.view, run, first_user)
+        summary = yield from summarize_run(
+            request, config=config, counter=located.counter, anchor=anchor
+        )
+        done.append(summary)
+        message = summary.slot.message
+        replaces = (summary.slot.start, summary.slot.end)
+        tokens = located.counter.count_message(message)
+        compacted.append(ViewItem(message, None, tokens, replaces=replaces))
+    return done
