@@ -204,9 +204,8 @@ class ContextEngine:
         )
 
     def steps(self, located: Located, *, trigger: Trigger = "threshold") -> Effects[PrepareResult]:
-        """Compact ``located``: yields summary calls and the checkpoint to save, returns what to
-        send. With the ``hybrid`` policy, old tool outputs are masked first, and the model is
-        asked for a summary only when that does not bring the request under the target."""
+        """Compact ``located`` (under ``hybrid``, masking first: see the module docstring):
+        yields summary calls and the checkpoint to save, returns what to send."""
         started = time.monotonic()
         config = self.config
         budget = located.budget
