@@ -116,9 +116,15 @@ def _worst(pairs: list[tuple[int, int]]) -> float:
     return round(max(errors, default=0.0), 4)
 
 
-def _report(name: str, events: list[CompactionEvent], figures: dict[str, Any]) -> None:
+def _report(
+    name: str, events: list[CompactionEvent], log: list[Relayed], figures: dict[str, Any]
+) -> None:
     verdicts = [v for event in events for v in event.verdicts]
     counts = {v: verdicts.count(v) for v in ("accepted", "repaired", "replaced")}
+    # A compaction whose summaries all failed while the request still fit sends it unchanged:
+    # no event, but its summary requests are in the relay's log.
+    counts["failed_sent_unchanged"] = _assert_append_only_between_compactions(log) - len(events)
+    counts["summary_requests"] = sum(1 for entry in log if entry.summary)
     problems = [p for event in events for p in event.problems]
     print(f"\n[real model] {name}: {json.dumps({**counts, 'problems': problems, **figures})}")
 
@@ -160,6 +166,7 @@ def test_a_session_through_the_proxy(llama: LlamaServer, tmp_path: Any) -> None:
     _report(
         "proxy",
         events,
+        relay.log,
         {"compactions": compactions, "agent_requests": len(list(agent_requests(relay.log))),
          "seconds": round(run.seconds), "worst_estimate_error": _worst(pairs), **cache},
     )  # fmt: skip
@@ -197,6 +204,7 @@ def test_a_session_through_wrap(llama: LlamaServer) -> None:
     _report(
         "wrap",
         events,
+        relay.log,
         {"compactions": compactions, "seconds": round(run.seconds),
          "worst_estimate_error": _worst(pairs), **cache},
     )  # fmt: skip
