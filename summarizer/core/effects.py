@@ -44,16 +44,20 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class FindCheckpoint:
-    """Find the best checkpoint among ``candidates`` (prefix hash -> message count).
+    """Find the best checkpoint for a prefix of the conversation hashed by ``chain``: the
+    candidates are ``{chain[i]: i + 1}`` for ``i >= start`` (``checkpoints.prefix_candidates``).
 
     ``unchanged_since``: when the store's generation still equals it, nothing was written since
-    the engine last looked, and only the ``fresh`` candidates (the new prefixes) need asking.
+    the engine last looked, and only the prefixes from ``fresh_start`` on (the new ones) need
+    asking. The performer builds only the candidates it asks for: per request that is the few
+    new prefixes, not the whole conversation.
     """
 
     namespace: str
-    candidates: Mapping[str, int]
+    chain: Sequence[str]
+    start: int = 0
     unchanged_since: int | None = None
-    fresh: Mapping[str, int] = field(default_factory=dict)
+    fresh_start: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,6 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .caches import ChainCache
-from .checkpoints import prefix_candidates
 from .config import CompactionConfig, requested_output_tokens, resolve_budget
 from .effects import Effects, FindCheckpoint, Found, RecordUsage, SaveCheckpoint, Saved, Turn
 from .errors import BudgetExceeded, SummaryFailed
@@ -111,16 +110,14 @@ class ContextEngine:
         start = known.basis_count if known is not None else 0  # a newer one has a longer basis
         checked = memo is not None and memo.covers(chain)
         found = Found(None, memo.generation if memo is not None else None)
-        candidates = prefix_candidates(chain, start)
-        if candidates:
+        if start < len(chain):
             found = yield FindCheckpoint(
                 turn.namespace,
-                candidates,
+                chain,
+                start,
                 # Nothing written since these prefixes were looked up: only newer ones can match.
                 unchanged_since=memo.generation if checked and memo is not None else None,
-                fresh=prefix_candidates(chain, max(start, memo.checked))
-                if checked and memo
-                else {},
+                fresh_start=max(start, memo.checked) if checked and memo is not None else None,
             )
         best = known
         if found.checkpoint is not None and extends(chain, found.checkpoint):
@@ -155,11 +152,14 @@ class ContextEngine:
         """``located`` after a wait: with the checkpoint another thread or process wrote for
         it meanwhile, if any (nothing is looked up when the store says nothing was written)."""
         start = located.checkpoint.basis_count if located.checkpoint is not None else 0
-        candidates = prefix_candidates(located.chain, start)
-        if not candidates:
+        if start >= len(located.chain):
             return located
         found: Found = yield FindCheckpoint(
-            located.namespace, candidates, unchanged_since=located.generation, fresh={}
+            located.namespace,
+            located.chain,
+            start,
+            unchanged_since=located.generation,
+            fresh_start=len(located.chain),
         )
         checkpoint = found.checkpoint
         if checkpoint is None or not extends(located.chain, checkpoint):

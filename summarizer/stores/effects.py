@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..core.checkpoints import prefix_candidates
 from ..core.effects import FindCheckpoint, Found, RecordUsage, SaveCheckpoint, Saved
 from .base import Store
 
@@ -16,7 +17,10 @@ def perform_store(store: Store, effect: StoreEffect) -> Found | Saved | None:
         # wrong.
         generation = store.generation()
         unchanged = generation is not None and generation == effect.unchanged_since
-        candidates = effect.fresh if unchanged else effect.candidates
+        start = effect.start
+        if unchanged and effect.fresh_start is not None:
+            start = max(start, effect.fresh_start)
+        candidates = prefix_candidates(effect.chain, start)
         found = store.find_latest(effect.namespace, candidates) if candidates else None
         return Found(found, generation)
     if isinstance(effect, SaveCheckpoint):
