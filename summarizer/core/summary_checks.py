@@ -200,6 +200,8 @@ def _script(char: str) -> str | None:
     """The script of a letter (``LATIN``, ``CJK``, ``CYRILLIC``, ...), None for a non-letter."""
     if not char.isalpha():
         return None
+    if char.isascii():
+        return "LATIN"  # the common case, without a Unicode name lookup
     try:
         name = unicodedata.name(char)
     except ValueError:
