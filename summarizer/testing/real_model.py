@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -261,9 +261,3 @@ class LlamaServer:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-def served(n_ctx: int, *, download: bool = False) -> Iterator[LlamaServer]:
-    """A started server for the verified model (a generator for fixtures: stops when closed)."""
-    with LlamaServer(model_file(download=download), n_ctx=n_ctx) as server:
-        yield server
