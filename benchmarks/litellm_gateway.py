@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .processes import free_port, running
+from .processes import SERVER_IDLE_SECONDS, free_port, running
 
 LITELLM_SPEC = "litellm[proxy]==1.106.12"
 """What ``pip install`` puts in the LiteLLM virtualenv."""
@@ -88,6 +88,7 @@ def litellm_process(
         command = [
             str(executable), "--config", str(config),
             "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1",
+            "--keepalive_timeout", str(SERVER_IDLE_SECONDS),
         ]  # fmt: skip
         env = {
             "LITELLM_MASTER_KEY": key,

@@ -16,6 +16,13 @@ from typing import IO
 
 import httpx2
 
+SERVER_IDLE_SECONDS = 65
+"""How long both proxies keep an idle client connection (``summarizer serve``'s default)."""
+CLIENT_IDLE_SECONDS = 30.0
+"""How long the benchmark's clients keep one: shorter than every server's, so that no request
+is sent on a connection its server is closing ("Server disconnected without sending a
+response"), however long ``wait_until_idle`` waited before a burst."""
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import httpx2
 
+from .processes import CLIENT_IDLE_SECONDS
 from .results import percentile
 
 SHARES = {"median": 0.5, "p95": 0.95, "p99": 0.99}
@@ -82,7 +83,10 @@ def measure_sequential(
     slows only the requests of its own rounds, its direct ones included, not the other proxy's.
     """
     direct, proxies = targets[0], targets[1:]
-    with httpx2.Client(headers={"Content-Type": "application/json"}, timeout=120) as client:
+    limits = httpx2.Limits(keepalive_expiry=CLIENT_IDLE_SECONDS)
+    with httpx2.Client(
+        headers={"Content-Type": "application/json"}, timeout=120, limits=limits
+    ) as client:
         for _ in range(warmup):
             for target in targets:
                 _send(client, target, payload, cell.stream)
@@ -144,7 +148,9 @@ async def _measure_concurrent(
     quiet: Callable[[], None],
 ) -> Cell:
     c = cell.concurrency
-    limits = httpx2.Limits(max_connections=c, max_keepalive_connections=c)
+    limits = httpx2.Limits(
+        max_connections=c, max_keepalive_connections=c, keepalive_expiry=CLIENT_IDLE_SECONDS
+    )
     async with httpx2.AsyncClient(
         headers={"Content-Type": "application/json"}, timeout=300, limits=limits
     ) as client:

@@ -67,6 +67,7 @@ def serve(settings: Settings) -> None:
         log_config=log_config,
         log_level=settings.log_level.lower(),
         server_header=False,
+        timeout_keep_alive=settings.idle_connection_timeout,
         timeout_graceful_shutdown=30,
     )
 
@@ -116,6 +117,7 @@ class ProxyServer:
             access_log=self._access_log,
             lifespan="on",
             server_header=False,
+            timeout_keep_alive=self.settings.idle_connection_timeout,
             timeout_graceful_shutdown=5,
         )
         server = uvicorn.Server(config)

@@ -83,6 +83,10 @@ class Settings(ConfigurationModel):
     """Seconds to wait for the upstream (connect, and between bytes of a reply)."""
     keepalive_interval: float = Field(default=5.0, gt=0)
     """Seconds between SSE comment keepalives while a compaction holds a streamed answer."""
+    idle_connection_timeout: int = Field(default=65, gt=0)
+    """Seconds an idle client connection stays open. Longer than clients' own idle expiry
+    (httpx, under the openai SDK, drops a connection after 5 s), so that a client never sends
+    on a connection the proxy is closing at that moment."""
     sessions_api: Literal["keyed", "all", "off"] = "keyed"
     """``GET /v1/summarizer/sessions/{id}``: ``keyed`` answers only requests with a credential
     (each reads its own sessions), ``all`` keyless ones too (they all share one namespace),

@@ -66,7 +66,11 @@ class ProxyState:
     async def open(self) -> None:
         """Open the upstream connection pool (on the serving event loop)."""
         timeout = httpx2.Timeout(self.settings.upstream_timeout, connect=30.0)
-        limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=200)
+        # Idle connections are dropped before uvicorn's 5 s (vLLM, llama.cpp's Python server,
+        # LiteLLM) closes them, or a request sent at that moment meets "Server disconnected".
+        limits = httpx2.Limits(
+            max_connections=1000, max_keepalive_connections=200, keepalive_expiry=4.0
+        )
         self._http = httpx2.AsyncClient(
             timeout=timeout,
             limits=limits,

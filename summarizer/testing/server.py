@@ -116,6 +116,13 @@ class TestUpstream(UpstreamState):
         return int(self._server.server_address[1])
 
     @property
+    def connections_opened(self) -> int:
+        """How many TCP connections clients have opened to it since ``start()``."""
+        if self._server is None:
+            raise RuntimeError("TestUpstream is not running; call start() first")
+        return self._server.connections_opened
+
+    @property
     def base_url(self) -> str:
         """``http://HOST:PORT/v1``, what ``openai.OpenAI(base_url=...)`` takes."""
         host = f"[{self.host}]" if ":" in self.host else self.host

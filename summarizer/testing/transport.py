@@ -39,6 +39,7 @@ class _HTTPServer(ThreadingHTTPServer):
         self.upstream = upstream
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
+        self.connections_opened = 0
         super().__init__(address, handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -49,6 +50,7 @@ class _HTTPServer(ThreadingHTTPServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.connections_lock:
             self.connections.add(request)
+            self.connections_opened += 1
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
