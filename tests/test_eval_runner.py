@@ -163,6 +163,9 @@ def test_a_directory_of_a_run_with_other_settings_is_refused(tmp_path: Path) -> 
     result = invoke(dataset, "--out", out, "-s", "truncate", "--budget", "0.5")
     assert result.exit_code == 2
     assert "budget was 0.3, now 0.5" in result.output and "new --out" in result.output
+    capped = invoke(dataset, "--out", out, "-s", "truncate", "--max-summary-tokens", "500")
+    assert capped.exit_code == 2
+    assert "max_summary_tokens was 2000, now 500" in capped.output
 
     cases, _ = load_dataset([dataset])
     settings = EvalSettings(datasets=[dataset], strategies=["truncate"], budget=0.5, out=out)
@@ -178,6 +181,7 @@ def test_a_directory_of_a_run_with_other_settings_is_refused(tmp_path: Path) -> 
         (["-s", "truncate,self-summary"], "self-summary needs a model: pass --upstream"),
         (["-s", "from-scratch", "--model", "gpt-4o"], "needs a model"),
         (["--budget", "1.5"], "--budget must be in (0, 1]"),
+        (["--max-summary-tokens", "0"], "--max-summary-tokens must be positive"),
     ],
 )
 def test_usage_errors_are_reported_before_any_work(

@@ -319,3 +319,52 @@ def test_hybrid_asks_the_model_when_masking_is_not_enough() -> None:
     assert result.summary is not None and "discount_code" in result.summary
     assert any(note.startswith("masked=") for note in result.notes)
     assert_keeps_the_essentials(case, result.messages)
+
+
+class ScriptedModel(FakeModel):
+    """Answers each summary request with the next of ``texts``."""
+
+    def __init__(self, *texts: str) -> None:
+        super().__init__()
+        self.texts = list(texts)
+
+    def __call__(self, call: SummarizeCall) -> SummaryOutcome:
+        self.bodies.append(call.body)
+        return SummaryOutcome(text=self.texts.pop(0), finish_reason="stop")
+
+
+ECHO = load_prompt("self_summary")
+
+
+@pytest.mark.parametrize(
+    ("texts", "verdicts"),
+    [
+        ((FakeModel().text,), ["accepted"]),
+        ((ECHO, FakeModel().text), ["repaired"]),
+        ((ECHO, ECHO), ["replaced"]),
+    ],
+    ids=["accepted", "repaired", "replaced"],
+)
+def test_a_rows_verdicts_say_what_became_of_the_models_summary(
+    texts: tuple[str, ...], verdicts: list[str]
+) -> None:
+    model = ScriptedModel(*texts)
+    result = STRATEGIES["self-summary"].compact(job(make_case(), client=model))
+    assert result.verdicts == verdicts
+    assert len(model.bodies) == len(texts)
+    assert [c.purpose for c in result.calls] == ["summary", "summary-strict"][: len(texts)]
+
+
+def test_from_scratch_uses_any_summary_that_is_not_empty() -> None:
+    used = STRATEGIES["from-scratch"].compact(job(make_case(), client=FakeModel()))
+    assert used.verdicts == ["accepted"]
+    empty = STRATEGIES["from-scratch"].compact(job(make_case(), client=ScriptedModel("  ")))
+    assert empty.verdicts == ["replaced"] and empty.failure == "empty"
+
+
+@pytest.mark.parametrize("name", ["self-summary", "from-scratch"])
+def test_the_summary_cap_reaches_the_summary_request(name: str) -> None:
+    model = FakeModel()
+    STRATEGIES[name].compact(job(make_case(), client=model, max_summary_tokens=321))
+    (body,) = model.bodies
+    assert body["max_completion_tokens"] == 321

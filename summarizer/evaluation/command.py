@@ -21,6 +21,7 @@ from ..core.errors import ConfigurationError
 from .compaction import Strategy
 from .dataset import Case, load_dataset
 from .evaluate import cases_without_rows, describe_missing
+from .records import DEFAULT_MAX_SUMMARY_TOKENS
 from .strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES, STRATEGIES
 
 _STRATEGY_HELP = (
@@ -96,6 +97,10 @@ def eval_command(
         int | None,
         typer.Option(help="The agent's window in tokens: the budget becomes a fraction of it."),
     ] = None,
+    max_summary_tokens: Annotated[
+        int,
+        typer.Option(help="Completion cap of the summary requests the model strategies make."),
+    ] = DEFAULT_MAX_SUMMARY_TOKENS,
     prices: Annotated[
         Path | None,
         typer.Option(help="JSON price table overriding or extending the built-in list prices."),
@@ -130,6 +135,7 @@ def eval_command(
         upstream=upstream,
         api_key=api_key,
         context_window=context_window,
+        max_summary_tokens=max_summary_tokens,
         concurrency=concurrency,
         limit=limit,
         probes=not no_probes,

@@ -18,7 +18,7 @@ from ..core.results import SummarizeCall, SummaryOutcome
 from ..core.tokens import TokenCounter
 from ..loaders.prompts import DEFAULT_VERSION
 from .dataset import Case
-from .records import ModelCall
+from .records import DEFAULT_MAX_SUMMARY_TOKENS, ModelCall
 
 SummaryClient = Callable[[SummarizeCall], SummaryOutcome]
 """Performs one chat completion body and never raises for an upstream failure
@@ -42,8 +42,8 @@ class CompactionInput:
     context_window: int | None = None
     """The agent's window when the run sets one (the summary request must fit it)."""
     prompt_version: str = DEFAULT_VERSION
-    max_summary_tokens: int = 2_000
-    """Completion cap of summary requests (``CompactionConfig``'s default)."""
+    max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
+    """Completion cap of summary requests."""
 
     @property
     def tools(self) -> list[dict[str, Any]] | None:
@@ -75,6 +75,8 @@ class Compaction:
     calls: list[ModelCall] = field(default_factory=list)
     failure: str | None = None
     notes: list[str] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)
+    """What became of each summary the model wrote (see ``ResultRow.verdicts``)."""
 
 
 class Strategy(Protocol):
@@ -131,6 +133,7 @@ def finish(
     calls: Sequence[ModelCall] = (),
     failure: str | None = None,
     notes: Sequence[str] = (),
+    verdicts: Sequence[str] = (),
 ) -> Compaction:
     """Measure ``messages`` as the compacted request of ``job``."""
     counter = job.counter
@@ -150,6 +153,7 @@ def finish(
         calls=list(calls),
         failure=failure,
         notes=list(notes),
+        verdicts=list(verdicts),
     )
 
 

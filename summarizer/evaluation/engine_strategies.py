@@ -230,6 +230,7 @@ class SelfSummary(OneRowPerCase):
             calls=recorder.calls,
             failure=failure,
             notes=notes,
+            verdicts=list(event.verdicts) if event is not None else [],
         )
 
 
@@ -314,6 +315,8 @@ class FromScratch(OneRowPerCase):
         notes = _notes(planned)
         calls: list[ModelCall] = []
         texts: list[str] = []
+        # No online check here (LangChain's way): a summary is used unless it is empty.
+        verdicts: list[str] = []
         counter = job.counter
         for (start, end), position in zip(event.replaced, positions, strict=True):
             body = from_scratch_request(
@@ -339,6 +342,7 @@ class FromScratch(OneRowPerCase):
             if problem == "empty":
                 # As the engine does: the mechanical fallback the plan already holds.
                 notes.append("fallback")
+                verdicts.append("replaced")
                 continue
             if problem == "cut_off":
                 text = cut_at_sentence(text, job.max_summary_tokens, counter.count_text)
@@ -347,6 +351,10 @@ class FromScratch(OneRowPerCase):
                 text, "", load_prompt("summary_frame", job.prompt_version)
             )
             texts.append(text)
+            verdicts.append("accepted")
         if not texts:
-            return finish(job, messages, calls=calls, failure="empty", notes=notes)
-        return finish(job, messages, summary="\n\n".join(texts), calls=calls, notes=notes)
+            return finish(
+                job, messages, calls=calls, failure="empty", notes=notes, verdicts=verdicts
+            )
+        summary = "\n\n".join(texts)
+        return finish(job, messages, summary=summary, calls=calls, notes=notes, verdicts=verdicts)

@@ -22,7 +22,7 @@ from .compaction import CompactionInput, Strategy, SummaryClient, request_tokens
 from .dataset import Case
 from .metrics import compression_ratio, context_text, extracted_fact_recall, gold_fact_recall
 from .probes import Graded, accuracy, grade_probes, probe_results
-from .records import ResultRow, RowKey
+from .records import DEFAULT_MAX_SUMMARY_TOKENS, ResultRow, RowKey
 
 DEFAULT_AGENT_MODEL = "gpt-4o"
 """Counts and prices a case that names no model when the run names none either."""
@@ -38,6 +38,7 @@ class RowSettings:
     probes: bool = False
     """Answer and grade the case's probes (needs a client)."""
     prompt_version: str = DEFAULT_VERSION
+    max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class Evaluator:
                     client=self.client,
                     context_window=settings.context_window,
                     prompt_version=settings.prompt_version,
+                    max_summary_tokens=settings.max_summary_tokens,
                 )
             )
         except BudgetExceeded as exc:
@@ -160,6 +162,7 @@ class Evaluator:
             "calls": compaction.calls,
             "failure": compaction.failure,
             "notes": compaction.notes,
+            "verdicts": compaction.verdicts,
             "summary": compaction.summary,
             "latency_s": latency,
         }

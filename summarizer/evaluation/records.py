@@ -11,11 +11,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..core.config import CompactionConfig
+
 RowKey = tuple[str, str, str]
 """``(case id, strategy, variant or "")``."""
 
 ROW_FORMAT = 1
 """Version of the ``ResultRow`` layout; part of ``RunConfig``."""
+
+DEFAULT_MAX_SUMMARY_TOKENS: int = CompactionConfig.model_fields["max_summary_tokens"].default
+"""Completion cap of the summary requests, unless a run sets one: production's default."""
 
 
 class MissedFact(BaseModel):
@@ -102,6 +107,9 @@ class ResultRow(BaseModel):
     calls: list[ModelCall] = Field(default_factory=list)
     failure: str | None = None
     """Why a summary could not be used, when the engine fell back."""
+    verdicts: list[str] = Field(default_factory=list)
+    """What became of each summary the model wrote, in order: ``accepted``, ``repaired`` (the
+    strict retry's summary was used) or ``replaced`` (the mechanical fallback took its place)."""
     notes: list[str] = Field(default_factory=list)
     """Degradations and fallbacks applied (``elide_tool_outputs``, ``dropped_units``, ...)."""
     summary: str | None = None
@@ -138,6 +146,7 @@ class RunConfig(BaseModel):
     prompt_version: str
     prompt_digest: str
     """SHA-256 over the prompt files strategies, probes and the engine use."""
+    max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
     datasets: list[str]
     """SHA-256 of each dataset file's bytes, sorted."""
 

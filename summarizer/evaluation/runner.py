@@ -30,7 +30,7 @@ from .compaction import Strategy, SummaryClient
 from .dataset import Case
 from .evaluate import Evaluator, RowSettings, plan_jobs
 from .pricing import load_prices
-from .records import ResultRow, RowKey, RunConfig
+from .records import DEFAULT_MAX_SUMMARY_TOKENS, ResultRow, RowKey, RunConfig
 from .report import write_reports
 from .strategies import resolve_strategies
 
@@ -79,6 +79,8 @@ class EvalSettings:
     prices: Path | None = None
     progress: bool = True
     prompt_version: str = DEFAULT_VERSION
+    max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
+    """Completion cap of the summary requests the model strategies make."""
 
     @property
     def uses_probes(self) -> bool:
@@ -128,6 +130,7 @@ def run_config(settings: EvalSettings) -> RunConfig:
         probes=settings.uses_probes,
         prompt_version=settings.prompt_version,
         prompt_digest=prompt_digest(settings.prompt_version),
+        max_summary_tokens=settings.max_summary_tokens,
         datasets=sorted(_file_digest(Path(p)) for p in settings.datasets),
     )
 
@@ -148,6 +151,8 @@ def validate_settings(settings: EvalSettings) -> list[Strategy]:
         raise ConfigurationError(f"--concurrency must be at least 1, got {settings.concurrency}")
     if settings.context_window is not None and settings.context_window < 1:
         raise ConfigurationError("--context-window must be positive")
+    if settings.max_summary_tokens < 1:
+        raise ConfigurationError("--max-summary-tokens must be positive")
     return strategies
 
 
@@ -286,6 +291,7 @@ def run_eval(
             context_window=settings.context_window,
             probes=settings.uses_probes,
             prompt_version=settings.prompt_version,
+            max_summary_tokens=settings.max_summary_tokens,
         ),
         client,
     )
