@@ -182,6 +182,7 @@ def test_a_directory_of_a_run_with_other_settings_is_refused(tmp_path: Path) -> 
         (["-s", "from-scratch", "--model", "gpt-4o"], "needs a model"),
         (["--budget", "1.5"], "--budget must be in (0, 1]"),
         (["--max-summary-tokens", "0"], "--max-summary-tokens must be positive"),
+        (["--summary-cap-field", "max_output"], "--summary-cap-field must be auto, max_tokens"),
     ],
 )
 def test_usage_errors_are_reported_before_any_work(

@@ -363,8 +363,15 @@ def test_from_scratch_uses_any_summary_that_is_not_empty() -> None:
 
 
 @pytest.mark.parametrize("name", ["self-summary", "from-scratch"])
-def test_the_summary_cap_reaches_the_summary_request(name: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "key"),
+    [("auto", "max_completion_tokens"), ("max_tokens", "max_tokens")],
+)
+def test_the_summary_cap_reaches_the_summary_request(name: str, field: str, key: str) -> None:
     model = FakeModel()
-    STRATEGIES[name].compact(job(make_case(), client=model, max_summary_tokens=321))
+    task = job(make_case(), client=model, max_summary_tokens=321, summary_cap_field=field)
+    STRATEGIES[name].compact(task)
     (body,) = model.bodies
-    assert body["max_completion_tokens"] == 321
+    assert body[key] == 321
+    other = "max_tokens" if key == "max_completion_tokens" else "max_completion_tokens"
+    assert other not in body

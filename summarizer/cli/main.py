@@ -152,6 +152,14 @@ def serve(
     max_summary_tokens: Annotated[
         int | None, typer.Option(help="Cap on a summary's length. (default: 2000)")
     ] = None,
+    summary_cap_field: Annotated[
+        str | None,
+        typer.Option(
+            help="The field of the summary request that carries its cap: 'auto' (the agent's "
+            "own, else max_completion_tokens), 'max_tokens' (llama-cpp-python's server reads "
+            "only this one) or 'max_completion_tokens'. (default: auto)"
+        ),
+    ] = None,
     summary_model: Annotated[
         str | None, typer.Option(help="Model that writes summaries. (default: the agent's model)")
     ] = None,
@@ -219,6 +227,7 @@ def serve(
             target_ratio=target_ratio,
             keep_recent_tokens=keep_recent_tokens,
             max_summary_tokens=max_summary_tokens,
+            summary_cap_field=summary_cap_field,
             summary_model=summary_model,
             policy=policy,
             log_format=log_format,

@@ -129,6 +129,10 @@ class CompactionConfig(ConfigurationModel):
     target beside the kept parts and the summary."""
     max_summary_tokens: int = Field(default=2_000, gt=0)
     """Completion cap of the summary request."""
+    summary_cap_field: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
+    """The field that carries that cap. ``auto``: the one the agent's request uses, else
+    ``max_completion_tokens`` (OpenAI's). A server that ignores ``max_completion_tokens``
+    (llama-cpp-python's, for one) needs ``max_tokens``, or its summaries run on unbounded."""
     reserve_output_tokens: int | None = Field(default=None, ge=0)
     """Room kept for the reply; default: the request's max_completion_tokens/max_tokens, else
     the model's output limit capped at a quarter of the window."""
@@ -191,6 +195,13 @@ class Budget(BaseModel):
     def usable(self) -> int:
         """Window minus the reply reserve."""
         return self.context_window - self.reserve_output_tokens
+
+
+def summary_cap_key(config: CompactionConfig, request: Mapping[str, Any]) -> str:
+    """The field the summary request's completion cap goes in (``summary_cap_field``)."""
+    if config.summary_cap_field != "auto":
+        return config.summary_cap_field
+    return "max_tokens" if "max_tokens" in request else "max_completion_tokens"
 
 
 def requested_output_tokens(body: Mapping[str, Any]) -> int | None:

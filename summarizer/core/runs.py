@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from .config import CompactionConfig
+from .config import CompactionConfig, summary_cap_key
 from .facts import Fact
 from .located import Located
 from .messages import first_index
@@ -31,7 +31,7 @@ def summarize_runs(
     share = max(0.0, (plan.summary_tokens - FRAME_TOKENS) / full) if full else 0.0
     cap = max(1, min(config.max_summary_tokens, int(config.max_summary_tokens * share)))
     ledger_cap = max(0, int(config.ledger_max_tokens * share))
-    cap_key = "max_tokens" if "max_tokens" in located.request else "max_completion_tokens"
+    cap_key = summary_cap_key(config, located.request)
     first_user = first_index(located.messages, "user")
     previous = located.checkpoint
     done: list[RunSummary] = []

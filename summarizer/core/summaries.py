@@ -245,6 +245,7 @@ def _ask(
         task=next((message_text(m) for m in prefix if m.get("role") == "user"), None),
     )
     first = _judge((yield SummarizeCall(body=body)), facts, counter, cap, source)
+    _warn_if_cap_ignored(first.outcome, cap, request.cap_key)
     minimum = config.min_summary_score
     if first.good(minimum):
         return _Asked(first.text, first.score, None, first.outcome, "accepted", ())
@@ -306,6 +307,19 @@ def _within(texts: Sequence[str], budget: int, counter: TokenCounter) -> list[st
             break
         kept.append(text)
     return kept
+
+
+def _warn_if_cap_ignored(outcome: SummaryOutcome, cap: int, cap_key: str) -> None:
+    """Log a server that wrote past the summary's cap: it does not read the cap's field."""
+    written = outcome.completion_tokens
+    if written is not None and written > cap:
+        logger.warning(
+            "the upstream wrote a %d-token summary under a cap of %d in %r: it ignores that "
+            "field; set summary_cap_field (SUMMARIZER_SUMMARY_CAP_FIELD) to the one it reads",
+            written,
+            cap,
+            cap_key,
+        )
 
 
 def _judge(

@@ -101,6 +101,14 @@ def eval_command(
         int,
         typer.Option(help="Completion cap of the summary requests the model strategies make."),
     ] = DEFAULT_MAX_SUMMARY_TOKENS,
+    summary_cap_field: Annotated[
+        str,
+        typer.Option(
+            help="The summary request's field for that cap: auto (max_completion_tokens here), "
+            "max_tokens (llama-cpp-python's server reads only this one) or "
+            "max_completion_tokens."
+        ),
+    ] = "auto",
     prices: Annotated[
         Path | None,
         typer.Option(help="JSON price table overriding or extending the built-in list prices."),
@@ -136,6 +144,7 @@ def eval_command(
         api_key=api_key,
         context_window=context_window,
         max_summary_tokens=max_summary_tokens,
+        summary_cap_field=summary_cap_field,  # type: ignore[arg-type]  # validate_settings checks it
         concurrency=concurrency,
         limit=limit,
         probes=not no_probes,

@@ -18,7 +18,7 @@ from ..core.results import SummarizeCall, SummaryOutcome
 from ..core.tokens import TokenCounter
 from ..loaders.prompts import DEFAULT_VERSION
 from .dataset import Case
-from .records import DEFAULT_MAX_SUMMARY_TOKENS, ModelCall
+from .records import DEFAULT_MAX_SUMMARY_TOKENS, ModelCall, SummaryCapField
 
 SummaryClient = Callable[[SummarizeCall], SummaryOutcome]
 """Performs one chat completion body and never raises for an upstream failure
@@ -44,6 +44,8 @@ class CompactionInput:
     prompt_version: str = DEFAULT_VERSION
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
     """Completion cap of summary requests."""
+    summary_cap_field: SummaryCapField = "auto"
+    """The request field that carries it."""
 
     @property
     def tools(self) -> list[dict[str, Any]] | None:

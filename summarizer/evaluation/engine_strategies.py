@@ -33,7 +33,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.config import CompactionConfig
+from ..core.config import CompactionConfig, summary_cap_key
 from ..core.effects import Turn
 from ..core.errors import BudgetExceeded
 from ..core.messages import message_text
@@ -92,6 +92,7 @@ def engine_config(
         tokenizer=job.counter.name,
         prompt_version=job.prompt_version,
         policy=policy,
+        summary_cap_field=job.summary_cap_field,
     )
 
 
@@ -269,7 +270,12 @@ def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
 
 
 def from_scratch_request(
-    span: Sequence[Mapping[str, Any]], *, model: str, max_summary_tokens: int, version: str
+    span: Sequence[Mapping[str, Any]],
+    *,
+    model: str,
+    max_summary_tokens: int,
+    version: str,
+    cap_key: str = "max_completion_tokens",
 ) -> dict[str, Any]:
     """The separate summarizer request over ``span``: system prompt, transcript, instruction."""
     return {
@@ -283,7 +289,7 @@ def from_scratch_request(
                 ),
             },
         ],
-        "max_completion_tokens": max_summary_tokens,
+        cap_key: max_summary_tokens,
     }
 
 
@@ -324,6 +330,7 @@ class FromScratch(OneRowPerCase):
                 model=job.agent_model,
                 max_summary_tokens=job.max_summary_tokens,
                 version=job.prompt_version,
+                cap_key=summary_cap_key(config, {}),
             )
             outcome = client(SummarizeCall(body=body))
             prompt = outcome.prompt_tokens or counter.count_messages(body["messages"])

@@ -22,7 +22,7 @@ from .compaction import CompactionInput, Strategy, SummaryClient, request_tokens
 from .dataset import Case
 from .metrics import compression_ratio, context_text, extracted_fact_recall, gold_fact_recall
 from .probes import Graded, accuracy, grade_probes, probe_results
-from .records import DEFAULT_MAX_SUMMARY_TOKENS, ResultRow, RowKey
+from .records import DEFAULT_MAX_SUMMARY_TOKENS, ResultRow, RowKey, SummaryCapField
 
 DEFAULT_AGENT_MODEL = "gpt-4o"
 """Counts and prices a case that names no model when the run names none either."""
@@ -39,6 +39,7 @@ class RowSettings:
     """Answer and grade the case's probes (needs a client)."""
     prompt_version: str = DEFAULT_VERSION
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
+    summary_cap_field: SummaryCapField = "auto"
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ class Evaluator:
                     context_window=settings.context_window,
                     prompt_version=settings.prompt_version,
                     max_summary_tokens=settings.max_summary_tokens,
+                    summary_cap_field=settings.summary_cap_field,
                 )
             )
         except BudgetExceeded as exc:

@@ -20,6 +20,8 @@ ROW_FORMAT = 1
 """Version of the ``ResultRow`` layout; part of ``RunConfig``."""
 
 DEFAULT_MAX_SUMMARY_TOKENS: int = CompactionConfig.model_fields["max_summary_tokens"].default
+SummaryCapField = Literal["auto", "max_tokens", "max_completion_tokens"]
+"""Where a summary request carries its cap (``CompactionConfig.summary_cap_field``)."""
 """Completion cap of the summary requests, unless a run sets one: production's default."""
 
 
@@ -147,6 +149,7 @@ class RunConfig(BaseModel):
     prompt_digest: str
     """SHA-256 over the prompt files strategies, probes and the engine use."""
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
+    summary_cap_field: SummaryCapField = "auto"
     datasets: list[str]
     """SHA-256 of each dataset file's bytes, sorted."""
 

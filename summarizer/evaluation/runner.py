@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, get_args
 
 from ..core.errors import ConfigurationError
 from ..loaders.prompts import DEFAULT_VERSION, load_prompt
@@ -30,7 +30,13 @@ from .compaction import Strategy, SummaryClient
 from .dataset import Case
 from .evaluate import Evaluator, RowSettings, plan_jobs
 from .pricing import load_prices
-from .records import DEFAULT_MAX_SUMMARY_TOKENS, ResultRow, RowKey, RunConfig
+from .records import (
+    DEFAULT_MAX_SUMMARY_TOKENS,
+    ResultRow,
+    RowKey,
+    RunConfig,
+    SummaryCapField,
+)
 from .report import write_reports
 from .strategies import resolve_strategies
 
@@ -81,6 +87,8 @@ class EvalSettings:
     prompt_version: str = DEFAULT_VERSION
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
     """Completion cap of the summary requests the model strategies make."""
+    summary_cap_field: SummaryCapField = "auto"
+    """The request field that carries that cap (``CompactionConfig.summary_cap_field``)."""
 
     @property
     def uses_probes(self) -> bool:
@@ -131,6 +139,7 @@ def run_config(settings: EvalSettings) -> RunConfig:
         prompt_version=settings.prompt_version,
         prompt_digest=prompt_digest(settings.prompt_version),
         max_summary_tokens=settings.max_summary_tokens,
+        summary_cap_field=settings.summary_cap_field,
         datasets=sorted(_file_digest(Path(p)) for p in settings.datasets),
     )
 
@@ -153,6 +162,11 @@ def validate_settings(settings: EvalSettings) -> list[Strategy]:
         raise ConfigurationError("--context-window must be positive")
     if settings.max_summary_tokens < 1:
         raise ConfigurationError("--max-summary-tokens must be positive")
+    if settings.summary_cap_field not in get_args(SummaryCapField):
+        raise ConfigurationError(
+            "--summary-cap-field must be auto, max_tokens or max_completion_tokens, "
+            f"got {settings.summary_cap_field!r}"
+        )
     return strategies
 
 
@@ -292,6 +306,7 @@ def run_eval(
             probes=settings.uses_probes,
             prompt_version=settings.prompt_version,
             max_summary_tokens=settings.max_summary_tokens,
+            summary_cap_field=settings.summary_cap_field,
         ),
         client,
     )

@@ -26,6 +26,7 @@ COMPACTION_SETTINGS = (
     "target_ratio",
     "keep_recent_tokens",
     "max_summary_tokens",
+    "summary_cap_field",
     "summary_model",
     "policy",
 )
