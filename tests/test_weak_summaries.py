@@ -135,3 +135,38 @@ def test_a_bad_answer_twice_is_replaced_by_the_fallback(
     assert slot.failure is not None and slot.summary.startswith("The model could not summarize")
     assert INVENTED_PATH not in slot.message["content"]
     assert "任务" not in slot.message["content"]
+
+
+def test_a_compaction_abandoned_because_both_answers_failed_is_reported(
+    upstream: TestUpstream, proxy: ProxyServer, events: list[CompactionEvent]
+) -> None:
+    """Over the trigger (4,800) but inside the usable window (6,000): when both answers fail,
+    the request goes out unchanged; the listener and the metrics still hear of it."""
+    upstream.responder = RoutingResponder(
+        echo_responder, weak_summary_responder("echo", repair=False)
+    )
+    abandoned = _abandoned(proxy)
+    problems = _metric(proxy, "summarizer_summary_problems", "problem", "echo")
+    replaced = _metric(proxy, "summarizer_summaries", "verdict", "replaced")
+    client = openai.OpenAI(base_url=proxy.base_url, api_key=KEY, max_retries=0)
+    messages = long_history(7, size=400, task=f"Fix the failing invoice test, case {next(_tasks)}.")
+    before = len(events)
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=messages)
+    assert raw.headers["x-summarizer-compacted"] == "false"
+    assert upstream.requests[-1].body["messages"] == messages  # sent unchanged
+    (event,) = events[before:]
+    assert not event.applied and event.checkpoint_id == "" and event.summary == ""
+    assert event.tokens_after == event.tokens_before
+    assert event.problems == ["echo", "echo"] and event.failure is not None
+    assert _abandoned(proxy) == abandoned + 1
+    assert _metric(proxy, "summarizer_summary_problems", "problem", "echo") == problems + 2
+    # No summary was written: none is counted as replaced.
+    assert _metric(proxy, "summarizer_summaries", "verdict", "replaced") == replaced
+
+
+def _abandoned(proxy: ProxyServer) -> float:
+    text = httpx2.get(proxy.base_url.removesuffix("/v1") + "/metrics").text
+    for line in text.splitlines():
+        if line.startswith("summarizer_compactions_total{") and 'outcome="abandoned"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0

@@ -40,7 +40,14 @@ from .located import Located, SessionMemo, extends, view_of
 from .messages import Message, validate_messages
 from .planner import MaskPlan, Plan, plan_compaction, plan_masking
 from .prompt_set import PromptSet
-from .records import build_checkpoint, calibrated_refusal, compaction_event, cut_final_turn
+from .records import (
+    abandoned_event,
+    build_checkpoint,
+    calibrated_refusal,
+    compaction_event,
+    cut_final_turn,
+    log_compaction,
+)
 from .results import CompactionEvent, PrepareResult, Trigger
 from .runs import summarize_runs
 from .summaries import FRAME_TOKENS, RunSummary
@@ -251,6 +258,17 @@ class ContextEngine:
                 logger.warning(
                     "summary failed (%s); request sent unchanged since it still fits", failures[0]
                 )
+                if self.on_compaction is not None:
+                    self.on_compaction(
+                        abandoned_event(
+                            located,
+                            summaries,
+                            failure=failures[0],
+                            trigger=trigger,
+                            latency_s=time.monotonic() - started,
+                            policy=config.policy,
+                        )
+                    )
                 return self.unchanged(located)
         checkpoint = build_checkpoint(
             planned,
@@ -298,7 +316,7 @@ class ContextEngine:
             policy=config.policy,
             masking=masking,
         )
-        _log(event)
+        log_compaction(event)
         if self.on_compaction is not None:
             self.on_compaction(event)
         return PrepareResult(
@@ -375,23 +393,6 @@ class ContextEngine:
         if result.compacted and result.checkpoint_id:
             return RecordUsage(result.namespace, result.checkpoint_id, prompt_tokens)
         return None
-
-
-def _log(event: CompactionEvent) -> None:
-    count = len(event.verdicts)
-    masked = f"{event.masked} masked tool outputs ({event.masked_tokens} tokens) and "
-    logger.info(
-        "compacted session %s: %d -> %d tokens in %s%d summar%s, score %s, trigger %s%s",
-        event.session,
-        event.tokens_before,
-        event.tokens_after,
-        masked if event.masked else "",
-        count,
-        "y" if count == 1 else "ies",
-        "n/a" if event.score is None else f"{event.score:.2f}",
-        event.trigger,
-        f", failure: {event.failure}" if event.failure else "",
-    )
 
 
 def _derive_session(raw: list[Message], chain: list[str]) -> str:

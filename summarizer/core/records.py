@@ -3,6 +3,7 @@ raises when nothing fits. Pure functions of the located turn, the plan and the s
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,6 +16,8 @@ from .messages import Message
 from .planner import MaskPlan, Plan, ViewItem, cut_outputs
 from .results import CompactionEvent, Policy, Trigger
 from .summaries import RunSummary
+
+logger = logging.getLogger("summarizer")
 
 
 def build_checkpoint(
@@ -149,6 +152,57 @@ def compaction_event(
         policy=policy,
         masked=len(masking.masks) if masking is not None else 0,
         masked_tokens=masking.saved_tokens if masking is not None else 0,
+    )
+
+
+def abandoned_event(
+    located: Located,
+    summaries: Sequence[RunSummary],
+    *,
+    failure: str,
+    trigger: Trigger,
+    latency_s: float,
+    policy: Policy,
+) -> CompactionEvent:
+    """The event for a compaction given up because its summaries failed while the request
+    still fit (it goes out unchanged)."""
+    previous = located.checkpoint
+    start = previous.covered_count if previous else 0
+    return CompactionEvent(
+        session=located.session,
+        checkpoint_id="",
+        trigger=trigger,
+        tokens_before=located.calibrated_tokens,
+        tokens_after=located.calibrated_tokens,
+        summary="",
+        ledger_size=0,
+        score=None,
+        latency_s=latency_s,
+        cut=(start, start),
+        kept_indices=[],
+        verdicts=[s.verdict for s in summaries],
+        problems=[p for s in summaries for p in s.problems],
+        failure=failure,
+        policy=policy,
+        applied=False,
+    )
+
+
+def log_compaction(event: CompactionEvent) -> None:
+    """One info line on a compaction."""
+    count = len(event.verdicts)
+    masked = f"{event.masked} masked tool outputs ({event.masked_tokens} tokens) and "
+    logger.info(
+        "compacted session %s: %d -> %d tokens in %s%d summar%s, score %s, trigger %s%s",
+        event.session,
+        event.tokens_before,
+        event.tokens_after,
+        masked if event.masked else "",
+        count,
+        "y" if count == 1 else "ies",
+        "n/a" if event.score is None else f"{event.score:.2f}",
+        event.trigger,
+        f", failure: {event.failure}" if event.failure else "",
     )
 
 

@@ -93,6 +93,11 @@ class CompactionEvent(BaseModel):
     summary was asked for: ``verdicts`` is empty and ``summary`` is ``""``."""
     masked_tokens: int = 0
     """Tokens (as counted, before calibration) those masks saved."""
+    applied: bool = True
+    """False when every summary failed while the request still fit: it went out unchanged, no
+    checkpoint was written (``checkpoint_id`` and ``summary`` are empty, ``tokens_after`` is
+    ``tokens_before``) and ``failure`` says why. ``verdicts`` and ``problems`` are the failed
+    summaries'."""
 
 
 class PrepareResult(BaseModel):

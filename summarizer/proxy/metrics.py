@@ -44,8 +44,9 @@ class ProxyMetrics:
         )
         self.compactions = Counter(
             "summarizer_compactions",
-            "Compactions performed, by trigger and outcome (summary, fallback, or masked: the "
-            "hybrid policy's masking was enough and no summary was asked for).",
+            "Compactions, by trigger and outcome (summary, fallback, masked: the hybrid "
+            "policy's masking was enough and no summary was asked for, or abandoned: every "
+            "summary failed while the request still fit, so it went out unchanged).",
             ["trigger", "outcome"],
             registry=r,
         )

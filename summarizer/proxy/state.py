@@ -160,16 +160,19 @@ class ProxyState:
         m = self.metrics
         masked_only = event.masked and not event.verdicts
         outcome = "fallback" if event.failure else "masked" if masked_only else "summary"
-        m.compactions.labels(event.trigger, outcome).inc()
-        m.tokens_before.observe(event.tokens_before)
-        m.tokens_after.observe(event.tokens_after)
-        m.summary_latency.observe(event.latency_s)
-        if event.score is not None:
-            m.summary_score.observe(event.score)
-        for verdict in event.verdicts:
-            m.summaries.labels(verdict).inc()
         for problem in event.problems:
             m.summary_problems.labels(problem).inc()
+        if not event.applied:
+            m.compactions.labels(event.trigger, "abandoned").inc()
+        else:
+            m.compactions.labels(event.trigger, outcome).inc()
+            m.tokens_before.observe(event.tokens_before)
+            m.tokens_after.observe(event.tokens_after)
+            m.summary_latency.observe(event.latency_s)
+            if event.score is not None:
+                m.summary_score.observe(event.score)
+            for verdict in event.verdicts:
+                m.summaries.labels(verdict).inc()
         if self._on_compaction is not None:
             try:
                 self._on_compaction(event)
