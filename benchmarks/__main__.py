@@ -1,8 +1,12 @@
-"""Run every benchmark section and write ``benchmarks/RESULTS.md``.
+"""Run the benchmark sections and write ``benchmarks/RESULTS.md``.
 
-python -m benchmarks                 # all five sections, about 8 minutes on 2 cores
+python -m benchmarks                 # sections 1-5, about 15 minutes on 2 cores
 python -m benchmarks --quick         # smoke mode: every code path, tiny sizes
 python -m benchmarks --only 1,3      # some sections
+python -m benchmarks --only 6        # the real model (the real-model extra; about 80 minutes)
+
+A section not run is carried over from the file being replaced as it stands (it names the commit
+it was measured at), so ``--only`` never loses another section's figures.
 """
 
 from __future__ import annotations
@@ -16,15 +20,17 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from . import cache_cost, prepare_scaling, proxy_memory, proxy_overhead, quality
+from . import cache_cost, prepare_scaling, proxy_memory, proxy_overhead, quality, real_model
 from .results import Floor, Section, markdown_table
+from .results_file import Carried, carried_sections
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-SECTIONS = frozenset({"1", "2", "3", "4", "5"})
+SECTIONS = ("1", "2", "3", "4", "5", "6")
+DEFAULT_SECTIONS = "1,2,3,4,5"
 
 
 def machine() -> str:
@@ -84,8 +90,11 @@ def render(
     started: dt.datetime,
     elapsed: float,
     revision: str,
+    carried: Mapping[str, Carried] | None = None,
 ) -> str:
-    """The whole ``RESULTS.md``."""
+    """The whole ``RESULTS.md``: ``sections`` measured now, ``carried`` ones (by number) kept
+    from the file before."""
+    carried = carried or {}
     lines = [
         "# Benchmark results",
         "",
@@ -100,17 +109,27 @@ def render(
         "its title.",
         "",
     ]
+    if carried:
+        numbers = ", ".join(f"§{n}" for n in sorted(carried))
+        lines += [
+            f"{numbers} did not run this time: carried over as measured before, each at the "
+            "commit its command line names.",
+            "",
+        ]
     if quick:
         lines += [
             "**Smoke run (`--quick`): tiny sizes that only check every benchmark runs. The "
             "figures mean nothing and the floors are not judged.**",
             "",
         ]
+    measured = {section.title.split(".", 1)[0]: section for section in sections}
     rows: list[list[str]] = []
-    for section in sections:
-        for floor in section.floors:
+    for number in sorted({*measured, *carried}, key=int):
+        if number in carried:
+            rows += carried[number].floor_rows
+            continue
+        for floor in measured[number].floors:
             verdict = "not judged" if quick else ("met" if floor.met else "**missed**")
-            number = section.title.split(".", 1)[0]
             rows.append([number, floor.name, floor.measured, floor.limit, verdict])
     if rows:
         lines += [
@@ -119,11 +138,16 @@ def render(
             markdown_table(["§", "floor", "measured", "limit", "verdict"], rows, align="rlrrl"),
             "",
         ]
-    for section in sections:
+    for number in sorted({*measured, *carried}, key=int):
+        if number in carried:
+            lines += [carried[number].text.rstrip(), ""]
+            continue
+        section = measured[number]
+        provenance = f"{_duration(section.seconds)}; commit {revision}, {started:%Y-%m-%d}"
         lines += [
             f"## {section.title}",
             "",
-            f"`{section.command}{' --quick' if quick else ''}` ({_duration(section.seconds)})",
+            f"`{section.command}{' --quick' if quick else ''}` ({provenance})",
             "",
             section.body.strip(),
             "",
@@ -150,16 +174,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke mode: tiny sizes, no verdicts")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"default {RESULTS}")
     parser.add_argument(
-        "--only", default="1,2,3,4,5", help="comma-separated section numbers (default: all)"
+        "--only",
+        default=DEFAULT_SECTIONS,
+        help=f"comma-separated section numbers, 1 to 6 (default: {DEFAULT_SECTIONS})",
     )
     parser.add_argument("--upstream", help="OpenAI-compatible base URL for section 5's models")
     parser.add_argument("--model", help="the model section 5's model strategies call")
     proxy_overhead.add_litellm_arguments(parser)
     args = parser.parse_args(argv)
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
-    if not wanted or not wanted <= SECTIONS:
+    if not wanted or not wanted <= set(SECTIONS):
         # Before anything runs: a bad --only must not overwrite RESULTS.md with nothing.
-        parser.error(f"--only takes section numbers from 1 to 5, got {args.only!r}")
+        parser.error(f"--only takes section numbers from 1 to 6, got {args.only!r}")
     out_dir = args.out.resolve().parent
     out_dir.mkdir(parents=True, exist_ok=True)
     runners: list[tuple[str, ModuleType, Callable[[], Section]]] = [
@@ -184,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 quick=args.quick, out_dir=out_dir, upstream=args.upstream, model=args.model
             ),
         ),
+        ("6", real_model, lambda: real_model.run(quick=args.quick, out_dir=out_dir)),
     ]
     started = dt.datetime.now(dt.UTC)
     revision = commit()  # before the sections write their files into the checkout
@@ -205,6 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         section.seconds = time.monotonic() - began
         sections.append(section)
     command = "python -m benchmarks " + shlex.join(sys.argv[1:] if argv is None else argv)
+    # A smoke run carries nothing: its file must not pass off old figures as its own.
+    before = "" if args.quick or not args.out.exists() else args.out.read_text(encoding="utf-8")
+    carried = {n: c for n, c in carried_sections(before).items() if n not in wanted}
     text = render(
         sections,
         quick=args.quick,
@@ -212,6 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         started=started,
         elapsed=time.monotonic() - clock,
         revision=revision,
+        carried=carried,
     )
     args.out.write_text(text, encoding="utf-8")
     print(f"wrote {args.out}", file=sys.stderr)

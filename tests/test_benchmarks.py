@@ -54,5 +54,5 @@ def test_an_unknown_section_is_refused_before_anything_is_written(
         text=True,
     )
     assert finished.returncode == 2
-    assert "--only takes section numbers from 1 to 5" in finished.stderr
+    assert "--only takes section numbers from 1 to 6" in finished.stderr
     assert not out.exists()

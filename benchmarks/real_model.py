@@ -1,0 +1,211 @@
+"""Real model: every strategy with Qwen2.5-Coder-0.5B behind llama.cpp, on real agent runs.
+
+The 31 mini-swe-agent SWE-bench runs of ``../shared/trajectories/mini-swe-agent`` are cut to
+what a small window holds (``real_model_cases``), then each strategy compacts each cut run to
+the same budget, the model strategies with the real model writing every summary. Reported: gold
+recall overall and by kind, summary tokens, what became of the model's summaries (accepted,
+repaired, replaced), and the self-summary call timed cold and warm (llama.cpp's KV cache holding
+the conversation the agent just sent, as in production).
+
+Needs the ``real-model`` extra (the model and llama.cpp's server); it takes about 80 minutes on
+2 cores, so ``python -m benchmarks`` runs it only when asked (``--only 6``). Rows are written as
+they are computed into ``--work`` (default ``benchmarks/.real-model``) and a rerun resumes.
+
+    python -m benchmarks.real_model [--quick] [--trajectories DIR] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import TypeVar
+
+from summarizer.evaluation.dataset import Case
+from summarizer.evaluation.evaluate import Evaluator, RowSettings, plan_jobs
+from summarizer.evaluation.metrics import aggregate
+from summarizer.evaluation.records import ResultRow, SummaryCapField
+from summarizer.evaluation.runner import make_client
+from summarizer.evaluation.strategies import resolve_strategies
+from summarizer.loaders.tokenizers import make_counter
+
+from .real_model_cases import CacheTiming, LiveCache, cut_cases, load_runs
+from .real_model_report import report
+from .results import Section, print_section
+
+TITLE = "Real model"
+COMMAND = "python -m benchmarks.real_model"
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAJECTORIES = ROOT.parent / "shared" / "trajectories" / "mini-swe-agent"
+WORK = Path(__file__).resolve().with_name(".real-model")
+N_CTX = 8_192
+CUT_TOKENS = 5_000
+"""Each run is cut to this many tokens (o200k) of conversation: with the summary instruction
+and the summary's cap it fits ``N_CTX`` in the model's own tokens."""
+BUDGET = 0.7
+MAX_SUMMARY_TOKENS = 256
+CAP_FIELD: SummaryCapField = "max_tokens"
+"""llama-cpp-python's server ignores ``max_completion_tokens``."""
+STRATEGIES = (
+    "self-summary",
+    "self-summary-no-ledger",
+    "hybrid",  # before from-scratch, whose transcript would evict the conversation from the cache
+    "from-scratch",
+    "masking",
+    "ledger-only",
+    "truncate",
+)
+QUICK_CASES = 2
+
+
+def run(
+    *,
+    quick: bool,
+    out_dir: Path,
+    trajectories: Path = TRAJECTORIES,
+    work: Path = WORK,
+    upstream: str | None = None,
+) -> Section:
+    """Evaluate every strategy on the cut runs (``quick``: two of them) and report.
+
+    ``upstream`` is an OpenAI-compatible base URL to use instead of starting llama.cpp (the
+    tests use the project's test upstream).
+    """
+    del out_dir  # the rows go to ``work``; the tables go in RESULTS.md
+    if not trajectories.is_dir():
+        return _not_run(f"the trajectories are not here: `{trajectories}`")
+    counter = make_counter("gpt-4o")  # o200k_base, which an unknown model is counted with
+    cases = cut_cases(load_runs(trajectories), CUT_TOKENS, counter)
+    runs = len(list(trajectories.glob("*.traj.json")))
+    if quick:
+        cases = cases[:QUICK_CASES]
+    if upstream is not None:
+        server = "the given upstream"
+        rows, timings = _evaluate(cases, upstream, work, server)
+    else:
+        from summarizer.testing.real_model import LlamaServer, ModelUnavailable, model_file
+
+        try:
+            path = model_file()
+        except ModelUnavailable as exc:
+            return _not_run(f"the model is not installed ({exc})")
+        server = f"llama-cpp-python's server, `n_ctx` {N_CTX:,}, 2 threads"
+        with LlamaServer(path, n_ctx=N_CTX) as llama:
+            rows, timings = _evaluate(cases, llama.base_url, work, server)
+    body, floors = report(
+        rows,
+        timings,
+        aggregates=aggregate(rows),
+        runs=runs,
+        cases=cases,
+        server=server,
+        settings={
+            "cut": CUT_TOKENS,
+            "budget": BUDGET,
+            "max_summary_tokens": MAX_SUMMARY_TOKENS,
+        },
+    )
+    return Section(title=TITLE, command=COMMAND, body=body, floors=floors)
+
+
+def _settings(server: str) -> dict[str, object]:
+    """What the rows in the work folder depend on."""
+    return {
+        "n_ctx": N_CTX,
+        "cut": CUT_TOKENS,
+        "budget": BUDGET,
+        "max_summary_tokens": MAX_SUMMARY_TOKENS,
+        "cap_field": CAP_FIELD,
+        "strategies": STRATEGIES,
+        "server": server,
+    }
+
+
+def _not_run(why: str) -> Section:
+    return Section(
+        title=TITLE,
+        command=COMMAND,
+        body=f"Not run: {why}. Install the `real-model` extra and rerun `{COMMAND}`.",
+    )
+
+
+def _evaluate(
+    cases: Sequence[Case], base_url: str, work: Path, server: str
+) -> tuple[list[ResultRow], list[CacheTiming]]:
+    """Every (case, strategy) row, resuming from ``work``, and each case's cold/warm timing."""
+    from summarizer.testing.real_model import MODEL_ALIAS
+
+    work.mkdir(parents=True, exist_ok=True)
+    rows_file, timings_file = work / "rows.jsonl", work / "timings.jsonl"
+    stamp, settings_file = json.dumps(_settings(server)), work / "settings.json"
+    if not settings_file.exists() or settings_file.read_text(encoding="utf-8") != stamp:
+        # Rows of other settings (or another upstream) must not be mixed in: start afresh.
+        rows_file.unlink(missing_ok=True)
+        timings_file.unlink(missing_ok=True)
+        settings_file.write_text(stamp, encoding="utf-8")
+    done = {row.key: row for row in _read(rows_file, ResultRow.model_validate_json)}
+    timings = {t.case_id: t for t in _read(timings_file, lambda s: CacheTiming(**json.loads(s)))}
+    clock = LiveCache(make_client(base_url, None), base_url, MODEL_ALIAS)
+    clock.timings = dict(timings)
+    settings = RowSettings(
+        budget=BUDGET,
+        model=MODEL_ALIAS,
+        probes=False,
+        max_summary_tokens=MAX_SUMMARY_TOKENS,
+        summary_cap_field=CAP_FIELD,
+    )
+    evaluator = Evaluator(settings, clock)
+    try:
+        with rows_file.open("a", encoding="utf-8") as rows_out:
+            for job in plan_jobs(cases, resolve_strategies(STRATEGIES)):
+                if job.key in done and done[job.key].status != "error":
+                    continue
+                clock.case = job.case
+                row = evaluator(job)
+                done[row.key] = row
+                rows_out.write(row.model_dump_json() + "\n")
+                rows_out.flush()
+                timing = clock.timings.get(job.case.id)
+                if timing is not None and job.case.id not in timings:
+                    timings[job.case.id] = timing
+                    with timings_file.open("a", encoding="utf-8") as out:
+                        out.write(json.dumps(asdict(timing)) + "\n")
+    finally:
+        clock.close()
+    wanted = {job.key for job in plan_jobs(cases, resolve_strategies(STRATEGIES))}
+    ids = {case.id for case in cases}
+    return (
+        [row for key, row in done.items() if key in wanted],
+        [t for case_id, t in timings.items() if case_id in ids],
+    )
+
+
+T = TypeVar("T")
+
+
+def _read(path: Path, parse: Callable[[str], T]) -> list[T]:
+    if not path.exists():
+        return []
+    return [parse(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def main() -> None:
+    """Command line: print the section's Markdown."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"smoke mode: {QUICK_CASES} runs")
+    parser.add_argument("--trajectories", type=Path, default=TRAJECTORIES)
+    parser.add_argument("--work", type=Path, default=WORK, help="rows written here; resumes")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        section = run(
+            quick=args.quick, out_dir=Path(folder), trajectories=args.trajectories, work=args.work
+        )
+    print_section(section)
+
+
+if __name__ == "__main__":
+    main()
