@@ -46,6 +46,9 @@ def demo(
 
     def show(seen: TurnCompaction) -> None:
         event = seen.event
+        if not event.applied:
+            typer.echo(f"turn {seen.turn:>3}  summaries failed ({event.failure}): sent unchanged")
+            return
         counter["n"] += 1
         lines = [line.strip() for line in event.summary.splitlines()]
         first = [line for line in lines if line and not line.startswith("#")][:2]
