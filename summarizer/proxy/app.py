@@ -133,12 +133,36 @@ async def passthrough(request: Request) -> Response:
         return state.upstream_failure(exc)
     if response.status_code >= 400:
         state.metrics.upstream_errors.labels(str(response.status_code)).inc()
+    headers = dict(response_headers(response.headers.items()))
+    if request.method == "POST" and (api := _UNMANAGED_APIS.get(request.url.path.rstrip("/"))):
+        headers["x-summarizer-warning"] = _unmanaged_api(state, *api)
     return StreamingResponse(
         _relay(request, response, state),
         status_code=response.status_code,
-        headers=dict(response_headers(response.headers.items())),
+        headers=headers,
         background=BackgroundTask(response.aclose),
     )
+
+
+_UNMANAGED_APIS = {
+    "/v1/responses": ("responses_api", "the Responses API"),
+    "/v1/messages": ("messages_api", "the Messages API"),
+}
+"""Conversation routes this proxy does not manage yet: they pass through, never silently."""
+
+
+def _unmanaged_api(state: ProxyState, reason: str, name: str) -> str:
+    """Count a conversation request passed through unmanaged, log it once per route, and
+    return the warning header's text."""
+    state.metrics.unmanaged.labels(reason).inc()
+    text = (
+        f"{name} is not context-managed by this proxy yet: the request went upstream unchanged "
+        "and its conversation is not compacted; use /v1/chat/completions for that"
+    )
+    if reason not in state.warned_routes:
+        state.warned_routes.add(reason)
+        logger.warning("%s", text)
+    return text
 
 
 async def _relay(

@@ -101,7 +101,9 @@ class ProxyMetrics:
         )
         self.unmanaged = Counter(
             "summarizer_unmanaged_requests",
-            "Chat requests forwarded without context management, by reason.",
+            "Conversation requests forwarded without context management, by reason (the "
+            "error that stopped it for a chat request, e.g. an unknown model's window; "
+            "responses_api or messages_api for the routes not managed yet).",
             ["reason"],
             registry=r,
         )
