@@ -69,11 +69,13 @@ def run(
     trajectories: Path = TRAJECTORIES,
     work: Path = WORK,
     upstream: str | None = None,
+    written: bool = False,
 ) -> Section:
     """Evaluate every strategy on the cut runs (``quick``: two of them) and report.
 
     ``upstream`` is an OpenAI-compatible base URL to use instead of starting llama.cpp (the
-    tests use the project's test upstream).
+    tests use the project's test upstream). ``written``: run nothing, report the runs whose
+    rows are all in ``work`` already.
     """
     del out_dir  # the rows go to ``work``; the tables go in RESULTS.md
     if not trajectories.is_dir():
@@ -83,7 +85,12 @@ def run(
     runs = len(list(trajectories.glob("*.traj.json")))
     if quick:
         cases = cases[:QUICK_CASES]
-    if upstream is not None:
+    if written:
+        server = f"llama-cpp-python's server, `n_ctx` {N_CTX:,}, 2 threads"
+        rows, timings = _written(cases, work, server)
+        done = {row.case_id for row in rows}
+        cases = [case for case in cases if case.id in done]
+    elif upstream is not None:
         server = "the given upstream"
         rows, timings = _evaluate(cases, upstream, work, server)
     else:
@@ -110,6 +117,31 @@ def run(
         },
     )
     return Section(title=TITLE, command=COMMAND, body=body, floors=floors)
+
+
+def _written(
+    cases: Sequence[Case], work: Path, server: str
+) -> tuple[list[ResultRow], list[CacheTiming]]:
+    """The rows and timings in ``work`` of the cases every strategy has a row for."""
+    stamp = work / "settings.json"
+    if not stamp.exists() or stamp.read_text(encoding="utf-8") != json.dumps(_settings(server)):
+        return [], []
+    rows = {row.key: row for row in _read(work / "rows.jsonl", ResultRow.model_validate_json)}
+    timings = {t.case_id: t for t in _read(work / "timings.jsonl", _timing)}
+    wanted = plan_jobs(cases, resolve_strategies(STRATEGIES))
+    complete = {
+        case.id
+        for case in cases
+        if all(job.key in rows for job in wanted if job.case.id == case.id)
+    }
+    return (
+        [rows[job.key] for job in wanted if job.case.id in complete],
+        [timings[case_id] for case_id in complete if case_id in timings],
+    )
+
+
+def _timing(line: str) -> CacheTiming:
+    return CacheTiming(**json.loads(line))
 
 
 def _settings(server: str) -> dict[str, object]:
@@ -148,7 +180,7 @@ def _evaluate(
         timings_file.unlink(missing_ok=True)
         settings_file.write_text(stamp, encoding="utf-8")
     done = {row.key: row for row in _read(rows_file, ResultRow.model_validate_json)}
-    timings = {t.case_id: t for t in _read(timings_file, lambda s: CacheTiming(**json.loads(s)))}
+    timings = {t.case_id: t for t in _read(timings_file, _timing)}
     clock = LiveCache(make_client(base_url, None), base_url, MODEL_ALIAS)
     clock.timings = dict(timings)
     settings = RowSettings(
@@ -199,10 +231,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help=f"smoke mode: {QUICK_CASES} runs")
     parser.add_argument("--trajectories", type=Path, default=TRAJECTORIES)
     parser.add_argument("--work", type=Path, default=WORK, help="rows written here; resumes")
+    parser.add_argument(
+        "--written", action="store_true", help="run nothing: report the runs already in --work"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         section = run(
-            quick=args.quick, out_dir=Path(folder), trajectories=args.trajectories, work=args.work
+            quick=args.quick,
+            out_dir=Path(folder),
+            trajectories=args.trajectories,
+            work=args.work,
+            written=args.written,
         )
     print_section(section)
 

@@ -14,6 +14,7 @@ import pytest
 from benchmarks import real_model
 from benchmarks.__main__ import render
 from benchmarks.real_model_cases import FLUSH, cut_case, load_runs
+from benchmarks.real_model_report import at_risk
 from benchmarks.results import Floor, Section
 from benchmarks.results_file import carried_sections
 from summarizer.evaluation.metrics import context_text, fact_kept
@@ -91,6 +92,35 @@ def test_a_rerun_resumes_from_the_rows_written(tmp_path: Path) -> None:
     with TestUpstream() as upstream:
         _section(upstream, work)
         assert len(upstream.requests) == asked
+
+
+def test_a_report_of_the_rows_written_runs_nothing_and_covers_only_complete_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    # Written under the label a llama.cpp run has, by the test upstream.
+    monkeypatch.setattr(real_model, "_settings", lambda server: {"fixed": True})
+    with TestUpstream() as upstream:
+        full = _section(upstream, work)
+    written = real_model.run(
+        quick=True, out_dir=tmp_path, trajectories=RUNS, work=work, written=True
+    )
+    assert written.body.split("\n\n")[2:] == full.body.split("\n\n")[2:]  # the same tables
+    rows = (work / "rows.jsonl").read_text().splitlines()
+    (work / "rows.jsonl").write_text("\n".join(rows[:-1]) + "\n")  # one strategy's row missing
+    partial = real_model.run(
+        quick=True, out_dir=tmp_path, trajectories=RUNS, work=work, written=True
+    )
+    assert "on 0 of the 1 mini-swe-agent" in partial.body
+
+
+def test_facts_at_risk_are_those_stated_only_where_a_compaction_may_replace() -> None:
+    (run,) = load_runs(RUNS)
+    risky = at_risk(run)
+    pinned = context_text([run.messages[0], run.messages[1], run.messages[-1]])
+    assert risky and len(risky) < len(run.facts)
+    assert all(not fact_kept(pinned, fact) for fact in risky)
+    assert all(fact_kept(pinned, fact) for fact in run.facts if fact not in risky)
 
 
 def test_without_the_trajectories_the_section_says_it_did_not_run(tmp_path: Path) -> None:
