@@ -3,7 +3,8 @@
 python -m benchmarks                 # sections 1-5, about 15 minutes on 2 cores
 python -m benchmarks --quick         # smoke mode: every code path, tiny sizes
 python -m benchmarks --only 1,3      # some sections
-python -m benchmarks --only 6        # the real model (the real-model extra; about 80 minutes)
+python -m benchmarks --only 6        # the real model (the real-model extra; about 2.5 hours)
+python -m benchmarks --only 6 --written  # its table from the runs computed so far
 
 A section not run is carried over from the file being replaced as it stands (it names the commit
 it was measured at), so ``--only`` never loses another section's figures.
@@ -180,6 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--upstream", help="OpenAI-compatible base URL for section 5's models")
     parser.add_argument("--model", help="the model section 5's model strategies call")
+    parser.add_argument(
+        "--written",
+        action="store_true",
+        help="section 6: run nothing, report the runs already computed in benchmarks/.real-model",
+    )
     proxy_overhead.add_litellm_arguments(parser)
     args = parser.parse_args(argv)
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
@@ -210,7 +216,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 quick=args.quick, out_dir=out_dir, upstream=args.upstream, model=args.model
             ),
         ),
-        ("6", real_model, lambda: real_model.run(quick=args.quick, out_dir=out_dir)),
+        (
+            "6",
+            real_model,
+            lambda: real_model.run(quick=args.quick, out_dir=out_dir, written=args.written),
+        ),
     ]
     started = dt.datetime.now(dt.UTC)
     revision = commit()  # before the sections write their files into the checkout

@@ -7,11 +7,12 @@ recall overall and by kind, summary tokens, what became of the model's summaries
 repaired, replaced), and the self-summary call timed cold and warm (llama.cpp's KV cache holding
 the conversation the agent just sent, as in production).
 
-Needs the ``real-model`` extra (the model and llama.cpp's server); it takes about 80 minutes on
-2 cores, so ``python -m benchmarks`` runs it only when asked (``--only 6``). Rows are written as
+Needs the ``real-model`` extra (the model and llama.cpp's server); it takes about 2.5 hours on
+2 cores (about 5 minutes a run), so ``python -m benchmarks`` runs it only when asked
+(``--only 6``). Rows are written as
 they are computed into ``--work`` (default ``benchmarks/.real-model``) and a rerun resumes.
 
-    python -m benchmarks.real_model [--quick] [--trajectories DIR] [--work DIR]
+    python -m benchmarks.real_model [--quick] [--trajectories DIR] [--work DIR] [--written]
 """
 
 from __future__ import annotations
