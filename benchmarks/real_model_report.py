@@ -122,7 +122,10 @@ def report(
         "model tokens in / out per case", "model calls", "call time (median)",
         "accepted / repaired / replaced",
     ]  # fmt: skip
-    kinds = recall_by_kind(rows, cases)
+    labels = {row.label for row in rows}
+    ran = {(row.case_id, row.label) for row in rows if row.status == "ok"}
+    common = [c for c in cases if all((c.id, label) in ran for label in labels)]
+    kinds = recall_by_kind([row for row in rows if row.case_id in {c.id for c in common}], common)
     names = sorted({kind for per in kinds.values() for kind in per} - {"all"})
     kind_lines = [
         [label, *(_fraction(per.get(kind)) for kind in names)] for label, per in kinds.items()
@@ -151,9 +154,10 @@ def report(
             f"*Gold recall* is the mean over runs of the share of a run's gold facts still stated "
             "in what would be sent next. Many of these facts sit in the task statement, which "
             "every strategy keeps, so the figure to compare is *facts at risk kept*: the facts "
-            "stated only in turns a compaction may replace, pooled over the runs "
-            f"({sum(len(at_risk(case)) for case in cases)} of "
-            f"{sum(len(case.facts) for case in cases)} gold facts). By kind:",
+            "stated only in turns a compaction may replace, pooled over the "
+            f"{len(common)} runs every strategy could compact "
+            f"({sum(len(at_risk(case)) for case in common)} of their "
+            f"{sum(len(case.facts) for case in common)} gold facts). By kind:",
             markdown_table(["strategy", *names], kind_lines),
             "The self-summary call of each case, made twice on the same server: cold, after an "
             "unrelated request flushed llama.cpp's cache, and warm, right after the agent's own "
