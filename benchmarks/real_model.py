@@ -117,7 +117,8 @@ def run(
             "max_summary_tokens": MAX_SUMMARY_TOKENS,
         },
     )
-    return Section(title=TITLE, command=COMMAND, body=body, floors=floors)
+    command = f"{COMMAND} --written" if written else COMMAND
+    return Section(title=TITLE, command=command, body=body, floors=floors)
 
 
 def _written(
