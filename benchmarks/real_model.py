@@ -20,16 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TypeVar
 
 from summarizer.evaluation.dataset import Case
 from summarizer.evaluation.evaluate import Evaluator, RowSettings, plan_jobs
 from summarizer.evaluation.metrics import aggregate
 from summarizer.evaluation.records import ResultRow, SummaryCapField
-from summarizer.evaluation.runner import make_client
+from summarizer.evaluation.runner import RowWriter, make_client, read_rows
 from summarizer.evaluation.strategies import resolve_strategies
 from summarizer.loaders.tokenizers import make_counter
 
@@ -61,6 +60,8 @@ STRATEGIES = (
     "truncate",
 )
 QUICK_CASES = 2
+LLAMA = f"llama-cpp-python's server, `n_ctx` {N_CTX:,}, 2 threads"
+ROWS, TIMINGS = "rows.jsonl", "timings.jsonl"
 
 
 def run(
@@ -87,7 +88,7 @@ def run(
     if quick:
         cases = cases[:QUICK_CASES]
     if written:
-        server = f"llama-cpp-python's server, `n_ctx` {N_CTX:,}, 2 threads"
+        server = LLAMA
         rows, timings = _written(cases, work, server)
         done = {row.case_id for row in rows}
         cases = [case for case in cases if case.id in done]
@@ -101,7 +102,7 @@ def run(
             path = model_file()
         except ModelUnavailable as exc:
             return _not_run(f"the model is not installed ({exc})")
-        server = f"llama-cpp-python's server, `n_ctx` {N_CTX:,}, 2 threads"
+        server = LLAMA
         with LlamaServer(path, n_ctx=N_CTX) as llama:
             rows, timings = _evaluate(cases, llama.base_url, work, server)
     body, floors = report(
@@ -125,11 +126,10 @@ def _written(
     cases: Sequence[Case], work: Path, server: str
 ) -> tuple[list[ResultRow], list[CacheTiming]]:
     """The rows and timings in ``work`` of the cases every strategy has a row for."""
-    stamp = work / "settings.json"
-    if not stamp.exists() or stamp.read_text(encoding="utf-8") != json.dumps(_settings(server)):
+    if not _same_settings(work, server):
         return [], []
-    rows = {row.key: row for row in _read(work / "rows.jsonl", ResultRow.model_validate_json)}
-    timings = {t.case_id: t for t in _read(work / "timings.jsonl", _timing)}
+    rows = read_rows(work / ROWS)
+    timings = _read_timings(work / TIMINGS)
     wanted = plan_jobs(cases, resolve_strategies(STRATEGIES))
     complete = {
         case.id
@@ -142,8 +142,23 @@ def _written(
     )
 
 
-def _timing(line: str) -> CacheTiming:
-    return CacheTiming(**json.loads(line))
+def _read_timings(path: Path) -> dict[str, CacheTiming]:
+    """The timings file by case; a line an interrupted run cut short is skipped."""
+    timings: dict[str, CacheTiming] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                timing = CacheTiming(**json.loads(line))
+            except (ValueError, TypeError):
+                continue
+            timings[timing.case_id] = timing
+    return timings
+
+
+def _same_settings(work: Path, server: str) -> bool:
+    """Whether the rows in ``work`` were made with this section's settings."""
+    stamp = work / "settings.json"
+    return stamp.exists() and stamp.read_text(encoding="utf-8") == json.dumps(_settings(server))
 
 
 def _settings(server: str) -> dict[str, object]:
@@ -174,15 +189,14 @@ def _evaluate(
     from summarizer.testing.real_model import MODEL_ALIAS
 
     work.mkdir(parents=True, exist_ok=True)
-    rows_file, timings_file = work / "rows.jsonl", work / "timings.jsonl"
-    stamp, settings_file = json.dumps(_settings(server)), work / "settings.json"
-    if not settings_file.exists() or settings_file.read_text(encoding="utf-8") != stamp:
+    rows_file, timings_file = work / ROWS, work / TIMINGS
+    if not _same_settings(work, server):
         # Rows of other settings (or another upstream) must not be mixed in: start afresh.
         rows_file.unlink(missing_ok=True)
         timings_file.unlink(missing_ok=True)
-        settings_file.write_text(stamp, encoding="utf-8")
-    done = {row.key: row for row in _read(rows_file, ResultRow.model_validate_json)}
-    timings = {t.case_id: t for t in _read(timings_file, _timing)}
+        (work / "settings.json").write_text(json.dumps(_settings(server)), encoding="utf-8")
+    done = read_rows(rows_file)
+    timings = _read_timings(timings_file)
     clock = LiveCache(make_client(base_url, None), base_url, MODEL_ALIAS)
     clock.timings = dict(timings)
     settings = RowSettings(
@@ -193,38 +207,29 @@ def _evaluate(
         summary_cap_field=CAP_FIELD,
     )
     evaluator = Evaluator(settings, clock)
+    jobs = plan_jobs(cases, resolve_strategies(STRATEGIES))
+    writer = RowWriter(rows_file)
     try:
-        with rows_file.open("a", encoding="utf-8") as rows_out:
-            for job in plan_jobs(cases, resolve_strategies(STRATEGIES)):
-                if job.key in done and done[job.key].status != "error":
-                    continue
-                clock.case = job.case
-                row = evaluator(job)
-                done[row.key] = row
-                rows_out.write(row.model_dump_json() + "\n")
-                rows_out.flush()
-                timing = clock.timings.get(job.case.id)
-                if timing is not None and job.case.id not in timings:
-                    timings[job.case.id] = timing
-                    with timings_file.open("a", encoding="utf-8") as out:
-                        out.write(json.dumps(asdict(timing)) + "\n")
+        for job in jobs:
+            if job.key in done and done[job.key].status != "error":
+                continue
+            clock.case = job.case
+            row = evaluator(job)
+            done[row.key] = row
+            writer.write(row)
+            timing = clock.timings.get(job.case.id)
+            if timing is not None and job.case.id not in timings:
+                timings[job.case.id] = timing
+                with timings_file.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps(asdict(timing)) + "\n")
     finally:
+        writer.close()
         clock.close()
-    wanted = {job.key for job in plan_jobs(cases, resolve_strategies(STRATEGIES))}
     ids = {case.id for case in cases}
     return (
-        [row for key, row in done.items() if key in wanted],
+        [done[job.key] for job in jobs if job.key in done],
         [t for case_id, t in timings.items() if case_id in ids],
     )
-
-
-T = TypeVar("T")
-
-
-def _read(path: Path, parse: Callable[[str], T]) -> list[T]:
-    if not path.exists():
-        return []
-    return [parse(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def main() -> None:

@@ -219,7 +219,7 @@ def read_rows(path: Path) -> dict[RowKey, ResultRow]:
     return rows
 
 
-class _RowWriter:
+class RowWriter:
     """Appends rows to the results file, one line each, flushed as written."""
 
     def __init__(self, path: Path) -> None:
@@ -311,7 +311,7 @@ def run_eval(
         client,
     )
     computed = errors = 0
-    writer = _RowWriter(results_path)
+    writer = RowWriter(results_path)
     stream = progress_file if progress_file is not None else sys.stderr
     try:
         from tqdm import tqdm
