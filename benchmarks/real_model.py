@@ -24,10 +24,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from summarizer.core.config import SummaryCapField
 from summarizer.evaluation.dataset import Case
 from summarizer.evaluation.evaluate import Evaluator, RowSettings, plan_jobs
 from summarizer.evaluation.metrics import aggregate
-from summarizer.evaluation.records import ResultRow, SummaryCapField
+from summarizer.evaluation.records import ResultRow
 from summarizer.evaluation.runner import RowWriter, make_client, read_rows
 from summarizer.evaluation.strategies import resolve_strategies
 from summarizer.loaders.tokenizers import make_counter

@@ -108,6 +108,10 @@ class PinRule(ConfigurationModel):
         return self.pattern is None or re.search(self.pattern, text) is not None
 
 
+SummaryCapField = Literal["auto", "max_tokens", "max_completion_tokens"]
+"""Where a summary request carries its completion cap (``CompactionConfig.summary_cap_field``)."""
+
+
 class CompactionConfig(ConfigurationModel):
     """When to compact and what to keep. Keyword names are part of the public contract.
 
@@ -129,7 +133,7 @@ class CompactionConfig(ConfigurationModel):
     target beside the kept parts and the summary."""
     max_summary_tokens: int = Field(default=2_000, gt=0)
     """Completion cap of the summary request."""
-    summary_cap_field: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
+    summary_cap_field: SummaryCapField = "auto"
     """The field that carries that cap. ``auto``: the one the agent's request uses, else
     ``max_completion_tokens`` (OpenAI's). A server that ignores ``max_completion_tokens``
     (llama-cpp-python's, for one) needs ``max_tokens``, or its summaries run on unbounded."""

@@ -13,12 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..core.config import SummaryCapField
 from ..core.messages import Message, message_digest
 from ..core.results import SummarizeCall, SummaryOutcome
 from ..core.tokens import TokenCounter
 from ..loaders.prompts import DEFAULT_VERSION
 from .dataset import Case
-from .records import DEFAULT_MAX_SUMMARY_TOKENS, ModelCall, SummaryCapField
+from .records import DEFAULT_MAX_SUMMARY_TOKENS, ModelCall
 
 SummaryClient = Callable[[SummarizeCall], SummaryOutcome]
 """Performs one chat completion body and never raises for an upstream failure

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from ..core.config import SummaryCapField
 from ..core.errors import BudgetExceeded, SummarizerError
 from ..loaders.prompts import DEFAULT_VERSION
 from ..loaders.tokenizers import make_counter
@@ -22,7 +23,7 @@ from .compaction import CompactionInput, Strategy, SummaryClient, request_tokens
 from .dataset import Case
 from .metrics import compression_ratio, context_text, extracted_fact_recall, gold_fact_recall
 from .probes import Graded, accuracy, grade_probes, probe_results
-from .records import DEFAULT_MAX_SUMMARY_TOKENS, ResultRow, RowKey, SummaryCapField
+from .records import DEFAULT_MAX_SUMMARY_TOKENS, ResultRow, RowKey
 
 DEFAULT_AGENT_MODEL = "gpt-4o"
 """Counts and prices a case that names no model when the run names none either."""

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core.config import CompactionConfig
+from ..core.config import CompactionConfig, SummaryCapField
 
 RowKey = tuple[str, str, str]
 """``(case id, strategy, variant or "")``."""
@@ -20,8 +20,6 @@ ROW_FORMAT = 1
 """Version of the ``ResultRow`` layout; part of ``RunConfig``."""
 
 DEFAULT_MAX_SUMMARY_TOKENS: int = CompactionConfig.model_fields["max_summary_tokens"].default
-SummaryCapField = Literal["auto", "max_tokens", "max_completion_tokens"]
-"""Where a summary request carries its cap (``CompactionConfig.summary_cap_field``)."""
 """Completion cap of the summary requests, unless a run sets one: production's default."""
 
 

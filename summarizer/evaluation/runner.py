@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO, get_args
 
+from ..core.config import SummaryCapField
 from ..core.errors import ConfigurationError
 from ..loaders.prompts import DEFAULT_VERSION, load_prompt
 from .compaction import Strategy, SummaryClient
@@ -35,7 +36,6 @@ from .records import (
     ResultRow,
     RowKey,
     RunConfig,
-    SummaryCapField,
 )
 from .report import write_reports
 from .strategies import resolve_strategies

@@ -160,14 +160,10 @@ class ProxyState:
 
     def _record_compaction(self, event: CompactionEvent) -> None:
         m = self.metrics
-        masked_only = event.masked and not event.verdicts
-        outcome = "fallback" if event.failure else "masked" if masked_only else "summary"
+        m.compactions.labels(event.trigger, _outcome(event)).inc()
         for problem in event.problems:
             m.summary_problems.labels(problem).inc()
-        if not event.applied:
-            m.compactions.labels(event.trigger, "abandoned").inc()
-        else:
-            m.compactions.labels(event.trigger, outcome).inc()
+        if event.applied:  # an abandoned compaction wrote no summary and changed nothing
             m.tokens_before.observe(event.tokens_before)
             m.tokens_after.observe(event.tokens_after)
             m.summary_latency.observe(event.latency_s)
@@ -180,6 +176,15 @@ class ProxyState:
                 self._on_compaction(event)
             except Exception:  # a listener's bug must not fail the request
                 logger.exception("on_compaction callback failed")
+
+
+def _outcome(event: CompactionEvent) -> str:
+    """The ``outcome`` label of ``summarizer_compactions_total`` for ``event``."""
+    if not event.applied:
+        return "abandoned"
+    if event.failure:
+        return "fallback"
+    return "masked" if event.masked and not event.verdicts else "summary"
 
 
 def _display_host(url: str) -> str:
