@@ -58,6 +58,8 @@ class Decoded:
     origins: Mapping[int, Origin] = field(default_factory=dict)
     """``id(message)`` -> its ``Origin``, for every message of ``messages``. Valid while
     ``messages`` lives (one request); the engine returns kept messages as the same objects."""
+    items: Sequence[Any] = ()
+    """The wire items the messages were decoded from (the body's own list), for ``encode``."""
     system_items: int = 0
     """How many leading chat messages stand for a top-level field rather than wire items
     (Anthropic ``system``, Responses ``instructions``): ``encode`` never emits them as items."""

@@ -1,0 +1,417 @@
+"""The Anthropic Messages API codec: ``system`` + ``messages`` to and from chat messages. Pure.
+
+Decoding, message by message (``Origin.items`` is the message's index in ``messages``):
+
+- ``system`` (a string or text blocks) becomes one leading system message (``system_items`` 1);
+  ``encode`` never touches the body's ``system``.
+- A string ``content`` becomes a chat message of the same role.
+- An assistant message becomes one assistant chat message: its text blocks the content, its
+  ``tool_use`` blocks ``tool_calls`` (arguments: the input's canonical JSON), every other block
+  (``thinking`` and ``redacted_thinking`` with their signatures, server tool blocks) opaque.
+- A user message is split in wire order: each ``tool_result`` block becomes a tool message
+  (``Origin.blocks`` = its block), each run of other blocks (text, image, document) one user
+  message. So a turn mixing tool results and text keeps the results with their call, and the
+  engine may keep the results while summarizing nothing of the text, or the reverse.
+
+Images become ``image_url`` parts (a data URL or the URL) and documents ``file`` parts, so they
+are counted as images and files. ``cache_control`` is never copied (see ``codecs``).
+
+Encoding: consecutive chat messages from the same wire message become that message again: the
+client's own object when all its blocks are there, else a message of the kept blocks (the
+client's block objects). A message the engine wrote is translated: a summary becomes a user
+message of one text block, a shortened tool result replaces its block in its own turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import InvalidConversation
+from ..messages import Message, canonical_json, validate_messages
+from . import OPAQUE_KEY, Decoded, Origin
+
+_STRIP = frozenset({"cache_control"})
+"""Block keys that are delivery hints, not conversation: never part of a chat message."""
+
+_USER_PART_TYPES = frozenset({"text", "image", "document", "search_result"})
+
+
+class AnthropicCodec:
+    """``Codec`` for ``POST /v1/messages`` bodies."""
+
+    def decode(self, body: Mapping[str, Any]) -> Decoded:
+        """The conversation of a Messages request; ``InvalidConversation`` naming the field
+        (``messages.3.content.1``, Anthropic's style) for one the API would refuse."""
+        wire = body.get("messages")
+        if not isinstance(wire, list) or not wire:
+            raise InvalidConversation(
+                "messages: field required, a non-empty array of messages", param="messages"
+            )
+        messages: list[Message] = []
+        origins: dict[int, Origin] = {}
+        system_items = 0
+        if "system" in body and body["system"] is not None:
+            messages.append(_system_message(body["system"]))
+            origins[id(messages[0])] = Origin(items=())
+            system_items = 1
+        for index, item in enumerate(wire):
+            for message, origin in _decode_message(item, index):
+                messages.append(message)
+                origins[id(message)] = origin
+        validate_messages(messages)
+        return Decoded(
+            messages=messages,
+            tools=_chat_tools(body.get("tools")),
+            origins=origins,
+            items=wire,
+            system_items=system_items,
+        )
+
+    def encode(self, decoded: Decoded, messages: Sequence[Message]) -> dict[str, Any]:
+        """``{"messages": [...]}`` for the engine's ``messages`` (the leading system message
+        stands for ``system``, which stays as the client sent it)."""
+        start = 0
+        while start < len(messages) and start < decoded.system_items:
+            if messages[start] is not decoded.messages[start]:
+                break
+            start += 1
+        out: list[Any] = []
+        group: _Group | None = None
+        for message in messages[start:]:
+            piece = _piece(decoded, message)
+            if group is not None and piece.index is not None and piece.index == group.index:
+                group.add(piece)
+                continue
+            if group is not None:
+                out.append(group.render(decoded))
+            group = _Group(piece)
+        if group is not None:
+            out.append(group.render(decoded))
+        return {"messages": out}
+
+
+# -- decoding -------------------------------------------------------------------------------------
+
+
+def _system_message(system: Any) -> Message:
+    if isinstance(system, str):
+        return {"role": "system", "content": system}
+    if isinstance(system, list):
+        parts: list[dict[str, Any]] = []
+        for number, block in enumerate(system):
+            if not isinstance(block, Mapping) or block.get("type") != "text":
+                raise InvalidConversation(
+                    f"system.{number}: a system block must be a text block", param="system"
+                )
+            if not isinstance(block.get("text"), str):
+                raise InvalidConversation(
+                    f"system.{number}.text: field required", param=f"system.{number}.text"
+                )
+            parts.append({"type": "text", "text": block["text"]})
+        return {"role": "system", "content": parts}
+    raise InvalidConversation(
+        "system: must be a string or an array of text blocks", param="system"
+    )
+
+
+def _decode_message(item: Any, index: int) -> list[tuple[Message, Origin]]:
+    where = f"messages.{index}"
+    if not isinstance(item, Mapping):
+        raise InvalidConversation(f"{where}: must be an object", param=where)
+    role = item.get("role")
+    if role not in ("user", "assistant"):
+        raise InvalidConversation(
+            f"{where}.role: Input should be 'user' or 'assistant'", param=f"{where}.role"
+        )
+    content = item.get("content")
+    if isinstance(content, str):
+        return [({"role": role, "content": content}, Origin(items=(index,)))]
+    if not isinstance(content, list):
+        raise InvalidConversation(
+            f"{where}.content: must be a string or an array of content blocks",
+            param=f"{where}.content",
+        )
+    if not content and not (role == "assistant"):
+        raise InvalidConversation(
+            f"{where}: user messages must have non-empty content", param=f"{where}.content"
+        )
+    for number, block in enumerate(content):
+        if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+            at = f"{where}.content.{number}"
+            raise InvalidConversation(f"{at}: a block must be an object with a type", param=at)
+    if role == "assistant":
+        return [(_assistant(content, where), Origin(items=(index,)))]
+    return _user(content, index)
+
+
+def _assistant(blocks: Sequence[Mapping[str, Any]], where: str) -> Message:
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    opaque: list[dict[str, Any]] = []
+    for number, block in enumerate(blocks):
+        kind = block["type"]
+        if kind == "text":
+            parts.append({"type": "text", "text": _text(block, f"{where}.content.{number}")})
+        elif kind == "tool_use":
+            calls.append(_tool_call(block, f"{where}.content.{number}"))
+        else:  # thinking, redacted_thinking, server tool use and results: carried, not read
+            opaque.append(_stripped(block))
+    message: Message = {"role": "assistant", "content": parts or None}
+    if calls:
+        message["tool_calls"] = calls
+    if opaque:
+        message[OPAQUE_KEY] = opaque
+    return message
+
+
+def _tool_call(block: Mapping[str, Any], at: str) -> dict[str, Any]:
+    call_id, name = block.get("id"), block.get("name")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidConversation(f"{at}.id: field required", param=f"{at}.id")
+    if not isinstance(name, str) or not name:
+        raise InvalidConversation(f"{at}.name: field required", param=f"{at}.name")
+    arguments = block.get("input", {})
+    if not isinstance(arguments, Mapping):
+        raise InvalidConversation(f"{at}.input: must be an object", param=f"{at}.input")
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": canonical_json(arguments)},
+    }
+
+
+def _user(blocks: Sequence[Mapping[str, Any]], index: int) -> list[tuple[Message, Origin]]:
+    where = f"messages.{index}"
+    out: list[tuple[Message, Origin]] = []
+    run: list[int] = []
+
+    def flush() -> None:
+        if run:
+            parts = [_user_part(blocks[n], f"{where}.content.{n}") for n in run]
+            opaque = [p for p in parts if p.get("type") == "opaque"]
+            message: Message = {
+                "role": "user",
+                "content": [p for p in parts if p.get("type") != "opaque"],
+            }
+            if opaque:
+                message[OPAQUE_KEY] = [p["block"] for p in opaque]
+            out.append((message, Origin(items=(index,), blocks=tuple(run))))
+            run.clear()
+
+    for number, block in enumerate(blocks):
+        if block["type"] == "tool_result":
+            flush()
+            out.append((_tool_result(block, f"{where}.content.{number}"), _block(index, number)))
+        else:
+            run.append(number)
+    flush()
+    return out
+
+
+def _block(index: int, number: int) -> Origin:
+    return Origin(items=(index,), blocks=(number,))
+
+
+def _tool_result(block: Mapping[str, Any], at: str) -> Message:
+    call_id = block.get("tool_use_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidConversation(f"{at}.tool_use_id: field required", param=f"{at}.tool_use_id")
+    content = block.get("content", "")
+    message: Message = {"role": "tool", "tool_call_id": call_id}
+    if isinstance(content, str):
+        message["content"] = content
+    elif isinstance(content, list):
+        parts = [_user_part(part, f"{at}.content.{n}") for n, part in enumerate(content)]
+        message["content"] = [p for p in parts if p.get("type") != "opaque"]
+        opaque = [p["block"] for p in parts if p.get("type") == "opaque"]
+        if opaque:
+            message[OPAQUE_KEY] = opaque
+    else:
+        raise InvalidConversation(
+            f"{at}.content: must be a string or an array of blocks", param=f"{at}.content"
+        )
+    if block.get("is_error") is True:
+        message["is_error"] = True
+    return message
+
+
+def _user_part(block: Any, at: str) -> dict[str, Any]:
+    if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+        raise InvalidConversation(f"{at}: a block must be an object with a type", param=at)
+    kind = block["type"]
+    if kind == "text":
+        return {"type": "text", "text": _text(block, at)}
+    if kind == "image":
+        return {"type": "image_url", "image_url": {"url": _source_url(block.get("source"))}}
+    if kind == "document":
+        source = block.get("source")
+        if isinstance(source, Mapping) and source.get("type") == "text":
+            return {"type": "text", "text": str(source.get("data", ""))}
+        file: dict[str, Any] = {"file_data": _source_url(source)}
+        if isinstance(block.get("title"), str):
+            file["filename"] = block["title"]
+        return {"type": "file", "file": file}
+    return {"type": "opaque", "block": _stripped(block)}
+
+
+def _source_url(source: Any) -> str:
+    """An image or document source as a URL: the data URL of base64 data, or the URL."""
+    if not isinstance(source, Mapping):
+        return ""
+    if source.get("type") == "base64":
+        return f"data:{source.get('media_type', '')};base64,{source.get('data', '')}"
+    if source.get("type") == "url":
+        return str(source.get("url", ""))
+    return canonical_json(_stripped(source))
+
+
+def _text(block: Mapping[str, Any], at: str) -> str:
+    text = block.get("text")
+    if not isinstance(text, str):
+        raise InvalidConversation(f"{at}.text: field required", param=f"{at}.text")
+    return text
+
+
+def _stripped(block: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in block.items() if key not in _STRIP}
+
+
+def _chat_tools(tools: Any) -> list[dict[str, Any]] | None:
+    """Anthropic tool definitions as Chat Completions ones (what the engine counts); server
+    tools (``web_search_...``) as they are."""
+    if not isinstance(tools, list):
+        return None
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if isinstance(tool, Mapping) and "input_schema" in tool:
+            function: dict[str, Any] = {"name": tool.get("name", "")}
+            if tool.get("description") is not None:
+                function["description"] = tool["description"]
+            function["parameters"] = tool["input_schema"]
+            out.append({"type": "function", "function": function})
+        elif isinstance(tool, Mapping):
+            out.append(_stripped(tool))
+    return out
+
+
+# -- encoding -------------------------------------------------------------------------------------
+
+
+class _Piece:
+    """One chat message's wire form: blocks of wire message ``index`` (None: a new message)."""
+
+    __slots__ = ("blocks", "index", "message", "replaced")
+
+    def __init__(
+        self,
+        index: int | None,
+        blocks: tuple[int, ...] | None,
+        message: Message,
+        replaced: dict[int, dict[str, Any]] | None = None,
+    ) -> None:
+        self.index = index
+        self.blocks = blocks
+        self.message = message
+        self.replaced = replaced or {}
+
+
+def _piece(decoded: Decoded, message: Message) -> _Piece:
+    origin = decoded.origins.get(id(message))
+    if origin is not None and origin.items:
+        return _Piece(origin.items[0], origin.blocks, message)
+    if message.get("role") == "tool":
+        found = _tool_result_at(decoded, message.get("tool_call_id"))
+        if found is not None:
+            index, number = found
+            original = decoded.items[index]["content"][number]
+            block = {**_stripped(original), "content": _wire_content(message.get("content"))}
+            return _Piece(index, (number,), message, {number: block})
+    return _Piece(None, None, message)
+
+
+def _tool_result_at(decoded: Decoded, call_id: Any) -> tuple[int, int] | None:
+    for message in decoded.messages:
+        origin = decoded.origins.get(id(message))
+        if (
+            origin is not None
+            and origin.blocks is not None
+            and message.get("role") == "tool"
+            and message.get("tool_call_id") == call_id
+        ):
+            return origin.items[0], origin.blocks[0]
+    return None
+
+
+class _Group:
+    """Consecutive pieces of one wire message (or one new message), rendered as one."""
+
+    def __init__(self, piece: _Piece) -> None:
+        self.index = piece.index
+        self.pieces = [piece]
+
+    def add(self, piece: _Piece) -> None:
+        self.pieces.append(piece)
+
+    def render(self, decoded: Decoded) -> Any:
+        if self.index is None:
+            return _new_message(self.pieces[0].message)
+        original = decoded.items[self.index]
+        if any(piece.blocks is None for piece in self.pieces):
+            return original  # a message carried whole
+        numbers: list[int] = []
+        replaced: dict[int, dict[str, Any]] = {}
+        for piece in self.pieces:
+            numbers.extend(piece.blocks or ())
+            replaced.update(piece.replaced)
+        content = original["content"]
+        if not replaced and numbers == list(range(len(content))):
+            return original
+        blocks = [replaced.get(n, content[n]) for n in numbers]
+        return {**original, "content": blocks}
+
+
+def _new_message(message: Message) -> dict[str, Any]:
+    """A message the engine wrote (a summary; a tool result without its turn), in wire form."""
+    role = message.get("role")
+    if role == "tool":
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": message.get("tool_call_id"),
+            "content": _wire_content(message.get("content")),
+        }
+        return {"role": "user", "content": [block]}
+    # Thinking comes first in an assistant turn, as the API writes it.
+    blocks: list[dict[str, Any]] = list(message.get(OPAQUE_KEY) or ())
+    content = message.get("content")
+    if isinstance(content, str) and content:
+        blocks.append({"type": "text", "text": content})
+    elif isinstance(content, list):
+        blocks.extend(_wire_content(content))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {})
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except ValueError:
+            arguments = {"arguments": function.get("arguments")}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "input": arguments,
+            }
+        )
+    return {"role": "assistant" if role == "assistant" else "user", "content": blocks}
+
+
+def _wire_content(content: Any) -> Any:
+    """Chat content as Anthropic content: a string stays one; text parts become text blocks."""
+    if isinstance(content, str) or content is None:
+        return content or ""
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+            blocks.append({"type": "text", "text": part["text"]})
+    return blocks
