@@ -105,8 +105,9 @@ def is_event_stream(response: httpx2.Response) -> bool:
     return response.headers.get("content-type", "").startswith("text/event-stream")
 
 
-def error_event(status: int, content: bytes) -> dict[str, Any]:
-    """An upstream error as an SSE ``data`` payload (the openai SDK raises on ``error``)."""
+def upstream_error_payload(status: int, content: bytes) -> dict[str, Any]:
+    """An upstream error answer as the payload of an SSE error event: its own JSON when that
+    has an ``error`` object (OpenAI's and Anthropic's shapes both do), else ours."""
     try:
         data = json.loads(content)
     except ValueError:

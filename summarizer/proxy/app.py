@@ -24,10 +24,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..core.results import CompactionEvent
 from ..stores import Store
-from . import sse
 from .access import RequestGuard, log_startup_notes
 from .chat import chat_completions
-from .errors import error_payload, error_response
+from .errors import ErrorShape, error_event, error_payload, error_response
 from .headers import credential, credential_namespace, response_headers
 from .intake import BodyTimeout, ClientGone, body_pieces, unread_body_response
 from .metrics import CONTENT_TYPE
@@ -184,7 +183,7 @@ async def _relay(
             type(exc).__name__,
         )
         if response.headers.get("content-type", "").startswith("text/event-stream"):
-            yield b"\n\n" + sse.data_event(
+            yield b"\n\n" + error_event(
                 error_payload(
                     f"The upstream {state.upstream_host} broke off its answer.",
                     type="upstream_error",
@@ -297,4 +296,6 @@ def create_app(
     # Added first, so it runs inside RequestMetrics: its refusals are counted too.
     app.add_middleware(RequestGuard, settings=settings, hop_name=state.hop_name)
     app.add_middleware(RequestMetrics, state=state)
+    # Outermost: every error written for a request, refusals included, takes its API's shape.
+    app.add_middleware(ErrorShape)
     return app

@@ -18,7 +18,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx2
 from starlette.requests import Request
@@ -29,24 +29,21 @@ from ..library.overflow import aretry_on_overflow
 from . import sse
 from .answers import (
     broken_off,
-    error_event,
     interrupted,
     invalid_answer,
     is_context_length,
     is_event_stream,
     json_object,
+    upstream_error_payload,
 )
-from .body import wants_usage
 from .chat_context import ChatContext, Overhead
-from .chat_request import ChatRequest, parse_chat_request, truth_comment
-from .errors import error_payload
+from .chat_request import ManagedRequest, parse_chat_request, truth_comment
+from .errors import error_event, error_payload
 from .headers import response_headers
 from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
 from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")
-
-_CHAT_PATH = "/chat/completions"
 
 OFFLOAD_BYTES = 512 * 1024
 """Bodies larger than this are parsed and re-serialized in a worker thread. Below it the work
@@ -60,7 +57,7 @@ _T = TypeVar("_T")
 class ChatExchange:
     """One chat completion request: its context settled, then sent upstream and relayed."""
 
-    def __init__(self, state: ProxyState, chat: ChatRequest) -> None:
+    def __init__(self, state: ProxyState, chat: ManagedRequest) -> None:
         self.state = state
         self.chat = chat
         self.large = len(chat.raw) > OFFLOAD_BYTES
@@ -78,7 +75,7 @@ class ChatExchange:
         state = self.state
         request = state.http.build_request(
             "POST",
-            state.upstream_url(_CHAT_PATH),
+            state.upstream_url(self.chat.upstream_path),
             content=await self.offloaded(self.context.outgoing),
             headers=[
                 *state.forward_headers(self.chat.headers, drop=("accept-encoding",)),
@@ -114,7 +111,7 @@ class ChatExchange:
         completion = json_object(content)
         if completion is None:
             return invalid_answer(self.state, response.status_code)
-        await self.context.observe(completion.get("usage"))
+        await self.context.observe(self.chat.answer_usage(completion))
         headers = {
             k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
         }
@@ -196,16 +193,15 @@ class ChatExchange:
 
     async def relay(self, response: httpx2.Response) -> AsyncIterator[bytes]:
         """The upstream's events as they arrive, minus a usage chunk the client did not want."""
-        keep_usage = wants_usage(self.chat.body)
         splitter = sse.EventSplitter()
         try:
             async for chunk in response.aiter_bytes():
                 out = []
                 for event in splitter.feed(chunk):
-                    usage = sse.usage_of(event)
+                    usage = self.chat.event_usage(event)
                     if usage is not None:
                         await self.context.observe(usage)
-                        if not keep_usage and sse.is_usage_only(event):
+                        if not self.chat.keep_event(event):
                             continue
                     out.append(event)
                 if out:
@@ -217,7 +213,7 @@ class ChatExchange:
             # The 200 is already sent: end with an error event (the SDKs raise on it); the
             # unfinished event the upstream was sending, if any, is dropped.
             interrupted(self.state, exc)
-            yield sse.data_event(
+            yield error_event(
                 error_payload(
                     f"The upstream {self.state.upstream_host} broke off the stream: "
                     f"{type(exc).__name__}.",
@@ -241,7 +237,7 @@ class ChatExchange:
         except Exception:
             # The 200 is already sent: the failure becomes an error event the SDKs raise on.
             logger.exception("compaction failed while a stream was held open")
-            yield sse.data_event(
+            yield error_event(
                 error_payload(
                     "The summarizer proxy failed to handle this request.",
                     type="server_error",
@@ -250,7 +246,7 @@ class ChatExchange:
             )
             return
         if failed is not None:
-            yield sse.data_event(json.loads(bytes(failed.body)))
+            yield error_event(json.loads(bytes(failed.body)))
             return
         yield truth_comment(self.context.result)
         response, content = await self.send_with_retry()
@@ -263,10 +259,11 @@ class ChatExchange:
         self.overhead.finish()
         if not isinstance(response, httpx2.Response):
             # An error, or a whole JSON answer to a stream request: its body as the one event.
-            yield sse.data_event(json.loads(bytes(response.body)))
+            payload = json.loads(bytes(response.body))
+            yield error_event(payload) if response.status_code >= 400 else sse.data_event(payload)
             return
         if content is not None:
-            yield sse.data_event(error_event(response.status_code, content))
+            yield error_event(upstream_error_payload(response.status_code, content))
             return
         async for piece in self.relay(response):
             yield piece
@@ -281,8 +278,17 @@ class _Overflowed(Exception):
         self.content = content
 
 
+Parse = Callable[[bytes, Any], ManagedRequest | Response]
+"""Parses and checks a request body (with its headers): the request, or the 4xx answer."""
+
+
 async def chat_completions(request: Request) -> Response:
     """The ``POST /v1/chat/completions`` endpoint."""
+    return await serve_managed(request, parse_chat_request)
+
+
+async def serve_managed(request: Request, parse: Parse) -> Response:
+    """A context-managed endpoint: read, ``parse``, locate, compact if due, send, relay."""
     state: ProxyState = request.app.state.proxy
     settings = state.settings
     try:
@@ -292,9 +298,9 @@ async def chat_completions(request: Request) -> Response:
             request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
         )
     if len(raw) > OFFLOAD_BYTES:
-        parsed = await asyncio.to_thread(parse_chat_request, raw, request.headers)
+        parsed = await asyncio.to_thread(parse, raw, request.headers)
     else:
-        parsed = parse_chat_request(raw, request.headers)
+        parsed = parse(raw, request.headers)
     if isinstance(parsed, Response):
         return parsed
     exchange = ChatExchange(state, parsed)

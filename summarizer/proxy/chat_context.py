@@ -24,8 +24,7 @@ from ..core.errors import (
 from ..core.located import Located
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
 from .answers import usable_usage
-from .body import outgoing_body
-from .chat_request import ChatRequest, summarizer_headers
+from .chat_request import ManagedRequest, summarizer_headers
 from .errors import error_response
 from .state import ProxyState
 
@@ -61,7 +60,7 @@ class Overhead:
 class ChatContext:
     """One chat request's context: located, settled, and reported back to the client."""
 
-    def __init__(self, state: ProxyState, chat: ChatRequest, overhead: Overhead) -> None:
+    def __init__(self, state: ProxyState, chat: ManagedRequest, overhead: Overhead) -> None:
         self.state = state
         self.chat = chat
         self.overhead = overhead
@@ -98,7 +97,7 @@ class ChatContext:
             self.result = await self.state.context.acompact(
                 self.located,
                 force=force,
-                summarizer=self._counted(self.state.summarizer_for(self.chat.headers)),
+                summarizer=self._counted(self.chat.summarizer(self.state)),
             )
         except BudgetExceeded as exc:
             return error_response(400, str(exc), param="messages", code="context_length_exceeded")
@@ -135,13 +134,7 @@ class ChatContext:
 
     def outgoing(self) -> bytes:
         """The body to send upstream for the current result."""
-        result = self.result
-        return outgoing_body(
-            self.chat.raw,
-            self.chat.body,
-            messages=result.messages if result is not None and result.rewritten else None,
-            stream=self.chat.stream,
-        )
+        return self.chat.outgoing(self.result)
 
     def headers(self) -> dict[str, str]:
         """The ``x-summarizer-*`` response headers."""

@@ -3,22 +3,67 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from starlette.responses import Response
 
 from ..core.effects import Turn
-from ..core.results import PrepareResult
+from ..core.results import PrepareResult, SummarizeCall
 from . import sse
-from .body import NestingTooDeep, parse_body
+from .body import NestingTooDeep, outgoing_body, parse_body, wants_usage
 from .errors import error_response
 from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
+
+if TYPE_CHECKING:
+    from .state import ProxyState
+
+
+class ManagedRequest(Protocol):
+    """A parsed request of a context-managed API, as the exchange drives it: what the engine
+    sees of it, the body to send for a result, and how its answers report usage."""
+
+    upstream_path: ClassVar[str]
+    """The upstream route, after the upstream's base URL (``/chat/completions``)."""
+    raw: bytes
+    body: dict[str, Any]
+    model: str
+    stream: bool
+    namespace: str
+    session: str | None
+    headers: Any
+
+    def turn(self) -> Turn:
+        """The request as the engine sees it."""
+        ...
+
+    def outgoing(self, result: PrepareResult | None) -> bytes:
+        """The body to send upstream for ``result`` (None: forwarded unmanaged)."""
+        ...
+
+    def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
+        """Performs this request's summary calls against the upstream, in its API."""
+        ...
+
+    def answer_usage(self, answer: Mapping[str, Any]) -> Any:
+        """The usage of a whole answer, as ``{"prompt_tokens": N, ...}`` (or None)."""
+        ...
+
+    def event_usage(self, event: bytes) -> Any:
+        """The usage an SSE event of a streamed answer reports (as above), or None."""
+        ...
+
+    def keep_event(self, event: bytes) -> bool:
+        """Whether an event that reported usage is relayed to the client."""
+        ...
 
 
 @dataclass
 class ChatRequest:
     """A parsed, checked chat completion request and who sent it."""
+
+    upstream_path: ClassVar[str] = "/chat/completions"
 
     raw: bytes
     body: dict[str, Any]
@@ -39,6 +84,31 @@ class ChatRequest:
             request=self.body,
             namespace=self.namespace,
         )
+
+    def outgoing(self, result: PrepareResult | None) -> bytes:
+        """The body to send upstream for ``result``."""
+        return outgoing_body(
+            self.raw,
+            self.body,
+            messages=result.messages if result is not None and result.rewritten else None,
+            stream=self.stream,
+        )
+
+    def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
+        """Summary calls as chat completions, with the client's credentials."""
+        return state.summarizer_for(self.headers)
+
+    def answer_usage(self, answer: Mapping[str, Any]) -> Any:
+        """A chat completion's ``usage``."""
+        return answer.get("usage")
+
+    def event_usage(self, event: bytes) -> Any:
+        """A chunk's ``usage``."""
+        return sse.usage_of(event)
+
+    def keep_event(self, event: bytes) -> bool:
+        """All but the usage-only chunk the proxy asked for and the client did not."""
+        return wants_usage(self.body) or not sse.is_usage_only(event)
 
 
 def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:

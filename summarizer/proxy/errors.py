@@ -1,4 +1,13 @@
-"""OpenAI-style error bodies: ``{"error": {"message", "type", "param", "code"}}``.
+"""Error bodies in the shape of the API a client speaks.
+
+- OpenAI (chat completions, Responses, every other route): ``{"error": {"message", "type",
+  "param", "code"}}``;
+- Anthropic (``/v1/messages`` and below): ``{"type": "error", "error": {"type", "message"}}``, the
+  type named by status as Anthropic does (``invalid_request_error``, ``rate_limit_error``...).
+
+Which one is chosen per request by ``ErrorShape`` (plain ASGI middleware, from the path) through a
+context variable, so every error this proxy writes for a request (a refusal in a middleware, an
+unreachable upstream, an interrupted stream) reaches the client in its API's shape.
 
 Messages are written here, never copied from a request's headers, so no credential can leak.
 """
@@ -6,9 +15,49 @@ Messages are written here, never copied from a request's headers, so no credenti
 from __future__ import annotations
 
 import json
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Literal
 
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+Shape = Literal["openai", "anthropic"]
+
+current_shape: ContextVar[Shape] = ContextVar("summarizer_error_shape", default="openai")
+"""The error shape of the request being served."""
+
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def shape_for_path(path: str) -> Shape:
+    """The error shape of requests to ``path``."""
+    return "anthropic" if path == "/v1/messages" or path.startswith("/v1/messages/") else "openai"
+
+
+class ErrorShape:
+    """Plain ASGI middleware: sets ``current_shape`` from the request path."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve the request with its path's error shape."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = current_shape.set(shape_for_path(scope["path"]))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            current_shape.reset(token)
 
 
 def error_payload(
@@ -17,8 +66,12 @@ def error_payload(
     type: str = "invalid_request_error",
     param: str | None = None,
     code: str | None = None,
+    status: int = 400,
 ) -> dict[str, Any]:
-    """The error object clients of the OpenAI API expect."""
+    """The error object clients of the current request's API expect."""
+    if current_shape.get() == "anthropic":
+        kind = type if type in _ANTHROPIC_TYPES.values() else _ANTHROPIC_TYPES.get(status)
+        return {"type": "error", "error": {"type": kind or "api_error", "message": message}}
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
@@ -32,5 +85,16 @@ def error_response(
     headers: dict[str, str] | None = None,
 ) -> Response:
     """A JSON error response with ``status``."""
-    body = json.dumps(error_payload(message, type=type, param=param, code=code))
-    return Response(body, status_code=status, media_type="application/json", headers=headers)
+    payload = error_payload(message, type=type, param=param, code=code, status=status)
+    return Response(
+        json.dumps(payload), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def error_event(payload: Any) -> bytes:
+    """An error as a server-sent event of the current API: ``data:`` only for OpenAI (the SDK
+    raises on a payload with ``error``), ``event: error`` for Anthropic (its SDK raises on that)."""
+    data = json.dumps(payload, separators=(",", ":")).encode()
+    if current_shape.get() == "anthropic":
+        return b"event: error\ndata: " + data + b"\n\n"
+    return b"data: " + data + b"\n\n"
