@@ -679,9 +679,7 @@ def test_other_v1_routes_pass_through(upstream: TestUpstream, start_proxy: Proxy
     assert missing.content == direct.content
 
 
-@pytest.mark.parametrize(
-    ("path", "reason"), [("/responses", "responses_api"), ("/messages", "messages_api")]
-)
+@pytest.mark.parametrize(("path", "reason"), [("/responses", "responses_api")])
 def test_conversation_apis_not_managed_yet_pass_through_with_a_warning(
     upstream: TestUpstream,
     start_proxy: ProxyFactory,

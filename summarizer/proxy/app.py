@@ -2,6 +2,8 @@
 
 Routes:
 - ``POST /v1/chat/completions``: context-managed (see ``chat``);
+- ``POST /v1/messages``: Anthropic's Messages API, context-managed by the same exchange
+  (``messages_request``); ``/v1/messages/count_tokens`` passes through;
 - ``GET /v1/summarizer/sessions/{id}``: a session's checkpoints, to its own credential only;
 - every other ``/v1/...`` route: passed through unchanged, streaming included;
 - ``GET /healthz`` and ``GET /metrics`` (Prometheus text).
@@ -25,16 +27,22 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..core.results import CompactionEvent
 from ..stores import Store
 from .access import RequestGuard, log_startup_notes
-from .chat import chat_completions
+from .chat import chat_completions, serve_managed
 from .errors import ErrorShape, error_event, error_payload, error_response
 from .headers import credential, credential_namespace, response_headers
 from .intake import BodyTimeout, ClientGone, body_pieces, unread_body_response
+from .messages_request import parse_messages_request
 from .metrics import CONTENT_TYPE
 from .paths import UnsafePath, upstream_path
 from .settings import Settings
 from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")
+
+
+async def messages(request: Request) -> Response:
+    """``POST /v1/messages`` (Anthropic's Messages API), context-managed like chat completions."""
+    return await serve_managed(request, parse_messages_request)
 
 
 async def healthz(request: Request) -> Response:
@@ -145,7 +153,6 @@ async def passthrough(request: Request) -> Response:
 
 _UNMANAGED_APIS = {
     "/v1/responses": ("responses_api", "the Responses API"),
-    "/v1/messages": ("messages_api", "the Messages API"),
 }
 """Conversation routes this proxy does not manage yet: they pass through, never silently."""
 
@@ -200,6 +207,8 @@ async def not_found(request: Request) -> Response:
 def _route_label(path: str) -> str:
     if path == "/v1/chat/completions":
         return "chat"
+    if path == "/v1/messages":
+        return "messages"
     if path.startswith("/v1/summarizer/"):
         return "sessions"
     if path.startswith("/v1/"):
@@ -279,6 +288,7 @@ def create_app(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/messages", messages, methods=["POST"]),
         Route("/v1/summarizer/sessions/{session:path}", session_checkpoints, methods=["GET"]),
         Route(
             "/v1/{path:path}",

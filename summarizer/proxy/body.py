@@ -157,3 +157,21 @@ def outgoing_body(
             "include_usage": True,
         }
     return _dumps(out)
+
+
+def replaced_body(raw: bytes, body: Mapping[str, Any], fields: Mapping[str, Any]) -> bytes:
+    """The bytes of the request ``raw`` (parsed as ``body``) with ``fields`` replaced.
+
+    In a replaced list, an item that is the client's own object (``body[key][i]``) is written
+    from the exact parse of ``raw``, as the client sent it; every field not replaced likewise.
+    """
+    exact = json.loads(raw)
+    out = dict(exact)
+    for key, value in fields.items():
+        originals = body.get(key)
+        if isinstance(value, list) and isinstance(originals, list):
+            index = {id(item): i for i, item in enumerate(originals)}
+            exact_items = exact.get(key) or []
+            value = [exact_items[index[id(v)]] if id(v) in index else v for v in value]
+        out[key] = value
+    return _dumps(out)

@@ -78,7 +78,9 @@ class ChatExchange:
             state.upstream_url(self.chat.upstream_path),
             content=await self.offloaded(self.context.outgoing),
             headers=[
-                *state.forward_headers(self.chat.headers, drop=("accept-encoding",)),
+                *state.forward_headers(
+                    self.chat.headers, drop=("accept-encoding",), api=self.chat.api
+                ),
                 ("accept-encoding", "identity"),
             ],
         )

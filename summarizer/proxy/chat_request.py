@@ -26,6 +26,8 @@ class ManagedRequest(Protocol):
 
     upstream_path: ClassVar[str]
     """The upstream route, after the upstream's base URL (``/chat/completions``)."""
+    api: ClassVar[str]
+    """Whose API it is: ``"openai"`` or ``"anthropic"`` (how an upstream key is sent)."""
     raw: bytes
     body: dict[str, Any]
     model: str
@@ -64,6 +66,7 @@ class ChatRequest:
     """A parsed, checked chat completion request and who sent it."""
 
     upstream_path: ClassVar[str] = "/chat/completions"
+    api: ClassVar[str] = "openai"
 
     raw: bytes
     body: dict[str, Any]

@@ -56,12 +56,14 @@ def request_headers(
     upstream_api_key: str | None = None,
     drop: Iterable[str] = (),
     via: str | None = None,
+    key_header: str = "authorization",
 ) -> list[tuple[str, str]]:
     """The client's headers to send upstream.
 
     Hop-by-hop headers (and those the ``Connection`` header names), ``Host``, ``Content-Length``
     and our own ``x-summarizer-*`` are dropped. With ``upstream_api_key`` the client's credential
-    headers are replaced by ``Authorization: Bearer <key>``. ``via`` (this proxy's hop, e.g.
+    headers are replaced by ``Authorization: Bearer <key>`` (or the key as ``key_header``, e.g.
+    Anthropic's ``x-api-key``). ``via`` (this proxy's hop, e.g.
     ``1.1 summarizer-<id>``) is appended to the client's ``Via`` as one header.
     """
     pairs = [(name.lower(), value) for name, value in headers]
@@ -79,7 +81,8 @@ def request_headers(
         hops = [value.strip() for name, value in pairs if name == "via" and value.strip()]
         out.append(("via", ", ".join([*hops, via])))
     if upstream_api_key is not None:
-        out.append(("authorization", f"Bearer {upstream_api_key}"))
+        bearer = key_header == "authorization"
+        out.append((key_header, f"Bearer {upstream_api_key}" if bearer else upstream_api_key))
     return out
 
 

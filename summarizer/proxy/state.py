@@ -103,15 +103,19 @@ class ProxyState:
         """The upstream URL for the part of a request path after ``/v1``."""
         return self.settings.upstream + path + (f"?{query}" if query else "")
 
-    def forward_headers(self, headers: Any, *, drop: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-        """The client's headers as sent upstream (credential replaced when a key is set, and
-        this proxy's hop added to ``Via``)."""
+    def forward_headers(
+        self, headers: Any, *, drop: tuple[str, ...] = (), api: str = "openai"
+    ) -> list[tuple[str, str]]:
+        """The client's headers as sent upstream (credential replaced when a key is set: as
+        ``x-api-key`` for the Anthropic API, else ``Authorization``; this proxy's hop added to
+        ``Via``)."""
         key = self.settings.upstream_api_key
         return request_headers(
             headers.items(),
             upstream_api_key=key.get_secret_value() if key is not None else None,
             drop=drop,
             via=f"1.1 {self.hop_name}",
+            key_header="x-api-key" if api == "anthropic" else "authorization",
         )
 
     def upstream_failure(self, exc: httpx2.TransportError) -> Response:

@@ -111,9 +111,7 @@ def _system_message(system: Any) -> Message:
                 )
             parts.append({"type": "text", "text": block["text"]})
         return {"role": "system", "content": parts}
-    raise InvalidConversation(
-        "system: must be a string or an array of text blocks", param="system"
-    )
+    raise InvalidConversation("system: must be a string or an array of text blocks", param="system")
 
 
 def _decode_message(item: Any, index: int) -> list[tuple[Message, Origin]]:

@@ -1,0 +1,156 @@
+"""A Messages API request (``POST /v1/messages``) as the proxy sees it: parsed, checked, decoded
+for the engine, and written back with the engine's conversation and the managed cache breakpoints.
+
+Usage comes back in Anthropic's terms; the engine calibrates on the whole prompt, which Anthropic
+reports in three parts: ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from starlette.responses import Response
+
+from ..core.codecs import Decoded
+from ..core.codecs.anthropic import AnthropicCodec
+from ..core.codecs.anthropic_cache import count_breakpoints, place_breakpoints
+from ..core.effects import Turn
+from ..core.errors import InvalidConversation
+from ..core.results import PrepareResult, SummarizeCall
+from . import sse
+from .body import NestingTooDeep, parse_body, replaced_body
+from .errors import error_response
+from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
+
+if TYPE_CHECKING:
+    from .state import ProxyState
+
+CODEC = AnthropicCodec()
+
+
+@dataclass
+class MessagesRequest:
+    """A parsed, checked Messages request, decoded for the engine, and who sent it."""
+
+    upstream_path: ClassVar[str] = "/messages"
+    api: ClassVar[str] = "anthropic"
+    raw: bytes
+    body: dict[str, Any]
+    model: str
+    stream: bool
+    namespace: str
+    session: str | None
+    headers: Any
+    decoded: Decoded
+    client_breakpoints: int
+
+    def turn(self) -> Turn:
+        """The request as the engine sees it (``max_tokens`` is the reply's reserve)."""
+        return Turn(
+            self.decoded.messages,
+            self.model,
+            tools=self.decoded.tools,
+            session=self.session,
+            request=self.body,
+            namespace=self.namespace,
+        )
+
+    def wire_fields(self, messages: list[Any]) -> dict[str, Any]:
+        """``system``/``tools``/``messages`` for the chat ``messages`` the engine chose: the
+        client's own objects for what it kept, plus our breakpoints if the client set none."""
+        fields = CODEC.encode(self.decoded, messages)
+        if self.client_breakpoints:
+            return fields
+        wire = fields["messages"]
+        summary_first = bool(wire) and not any(wire[0] is item for item in self.decoded.items)
+        return place_breakpoints(self.body, wire, summary_first=summary_first)
+
+    def outgoing(self, result: PrepareResult | None) -> bytes:
+        """The body to send upstream: the client's, unless managed (a rewritten conversation,
+        or the managed breakpoints)."""
+        if result is None or (not result.rewritten and self.client_breakpoints):
+            return self.raw
+        messages = result.messages if result.rewritten else self.decoded.messages
+        return replaced_body(self.raw, self.body, self.wire_fields(list(messages)))
+
+    def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
+        """Summary calls as Messages requests on this conversation, with the client's headers."""
+        from .messages_summary import MessagesSummaryClient
+
+        return MessagesSummaryClient(state, self)
+
+    def answer_usage(self, answer: Mapping[str, Any]) -> Any:
+        """A message's usage as the whole prompt."""
+        return prompt_usage(answer.get("usage"))
+
+    def event_usage(self, event: bytes) -> Any:
+        """The usage of ``message_start`` (the prompt is reported there, once)."""
+        if b"message_start" not in event:
+            return None
+        try:
+            data = json.loads(sse.event_data(event))
+        except ValueError:
+            return None
+        message = data.get("message") if isinstance(data, dict) else None
+        return prompt_usage(message.get("usage")) if isinstance(message, dict) else None
+
+    def keep_event(self, event: bytes) -> bool:
+        """Every event is relayed."""
+        return True
+
+
+def prompt_usage(usage: Any) -> dict[str, Any] | None:
+    """Anthropic's ``usage`` as ``{"prompt_tokens": whole prompt, "cached_tokens": read}``."""
+    if not isinstance(usage, Mapping):
+        return None
+    parts = [
+        usage.get(key)
+        for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    ]
+    if type(parts[0]) is not int:
+        return {"prompt_tokens": parts[0]}  # judged (and refused) by the proxy's usage check
+    total = sum(part for part in parts if type(part) is int and part > 0)
+    cached = parts[1] if type(parts[1]) is int else 0
+    return {"prompt_tokens": total, "cached_tokens": cached}
+
+
+def parse_messages_request(raw: bytes, headers: Any) -> MessagesRequest | Response:
+    """The request, or the 400 (in Anthropic's error shape) saying what is wrong with it."""
+    try:
+        body = parse_body(raw)
+    except NestingTooDeep as exc:
+        return error_response(400, str(exc))
+    except ValueError:
+        return error_response(400, "The request body is not valid JSON.")
+    if not isinstance(body, dict):
+        return error_response(400, "The request body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        return error_response(400, "model: Field required")
+    max_tokens = body.get("max_tokens")
+    if type(max_tokens) is not int or max_tokens < 1:
+        return error_response(400, "max_tokens: Field required, an integer of at least 1")
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        return error_response(400, "tools: Input should be a valid list")
+    try:
+        decoded = CODEC.decode(body)
+    except InvalidConversation as exc:
+        return error_response(400, str(exc), param=exc.param)
+    breakpoints = count_breakpoints(body)
+    if (bad_session := invalid_session_header(headers)) is not None:
+        return bad_session
+    return MessagesRequest(
+        raw=raw,
+        body=body,
+        model=model,
+        stream=body.get("stream") is True,
+        namespace=credential_namespace(credential(headers)),
+        session=headers.get(SESSION_HEADER) or None,
+        headers=headers,
+        decoded=decoded,
+        client_breakpoints=breakpoints,
+    )
