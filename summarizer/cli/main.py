@@ -206,6 +206,14 @@ def serve(
             "(default: 30)"
         ),
     ] = None,
+    cache_breakpoints: Annotated[
+        str | None,
+        typer.Option(
+            help="Anthropic cache breakpoints on /v1/messages: 'managed' (placed at the end of "
+            "the system prompt, the summary and the newest message when a request has none) or "
+            "'client' (left as the client set them). (default: managed)"
+        ),
+    ] = None,
 ) -> None:
     """Run the OpenAI-compatible proxy: point an agent's base URL at http://HOST:PORT/v1.
 
@@ -239,6 +247,7 @@ def serve(
             sessions_api=sessions_api,
             client_keys=client_key or None,
             body_read_timeout=body_read_timeout,
+            cache_breakpoints=cache_breakpoints,
         )
         run_server(settings)
     except SummarizerError as exc:

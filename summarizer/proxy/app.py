@@ -12,6 +12,7 @@ Routes:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -42,7 +43,11 @@ logger = logging.getLogger("summarizer.proxy")
 
 async def messages(request: Request) -> Response:
     """``POST /v1/messages`` (Anthropic's Messages API), context-managed like chat completions."""
-    return await serve_managed(request, parse_messages_request)
+    state: ProxyState = request.app.state.proxy
+    managed = state.settings.cache_breakpoints == "managed"
+    return await serve_managed(
+        request, functools.partial(parse_messages_request, manage_breakpoints=managed)
+    )
 
 
 async def healthz(request: Request) -> Response:

@@ -46,6 +46,8 @@ class MessagesRequest:
     headers: Any
     decoded: Decoded
     client_breakpoints: int
+    manage_breakpoints: bool = True
+    """Whether breakpoints are placed when the client set none (``Settings.cache_breakpoints``)."""
 
     def turn(self) -> Turn:
         """The request as the engine sees it (``max_tokens`` is the reply's reserve)."""
@@ -62,7 +64,7 @@ class MessagesRequest:
         """``system``/``tools``/``messages`` for the chat ``messages`` the engine chose: the
         client's own objects for what it kept, plus our breakpoints if the client set none."""
         fields = CODEC.encode(self.decoded, messages)
-        if self.client_breakpoints:
+        if self.client_breakpoints or not self.manage_breakpoints:
             return fields
         wire = fields["messages"]
         summary_first = bool(wire) and not any(wire[0] is item for item in self.decoded.items)
@@ -71,7 +73,8 @@ class MessagesRequest:
     def outgoing(self, result: PrepareResult | None) -> bytes:
         """The body to send upstream: the client's, unless managed (a rewritten conversation,
         or the managed breakpoints)."""
-        if result is None or (not result.rewritten and self.client_breakpoints):
+        managed = self.manage_breakpoints and not self.client_breakpoints
+        if result is None or (not result.rewritten and not managed):
             return self.raw
         messages = result.messages if result.rewritten else self.decoded.messages
         return replaced_body(self.raw, self.body, self.wire_fields(list(messages)))
@@ -117,7 +120,9 @@ def prompt_usage(usage: Any) -> dict[str, Any] | None:
     return {"prompt_tokens": total, "cached_tokens": cached}
 
 
-def parse_messages_request(raw: bytes, headers: Any) -> MessagesRequest | Response:
+def parse_messages_request(
+    raw: bytes, headers: Any, *, manage_breakpoints: bool = True
+) -> MessagesRequest | Response:
     """The request, or the 400 (in Anthropic's error shape) saying what is wrong with it."""
     try:
         body = parse_body(raw)
@@ -153,4 +158,5 @@ def parse_messages_request(raw: bytes, headers: Any) -> MessagesRequest | Respon
         headers=headers,
         decoded=decoded,
         client_breakpoints=breakpoints,
+        manage_breakpoints=manage_breakpoints,
     )

@@ -98,6 +98,10 @@ class Settings(ConfigurationModel):
     digests; a value already of that form is taken as a digest."""
     body_read_timeout: float = Field(default=30.0, gt=0)
     """Seconds to wait for each next piece of a request body before answering 408."""
+    cache_breakpoints: Literal["managed", "client"] = "managed"
+    """Anthropic prompt-cache breakpoints on ``/v1/messages``: ``managed`` places them (end of
+    system, the summary, the newest message) when a request carries none; ``client`` leaves
+    every request's breakpoints as the client set them. A client's own are always kept."""
 
     def __init__(self, /, **values: Any) -> None:
         """``values`` are the fields above, or the ``COMPACTION_SETTINGS`` given flat."""
