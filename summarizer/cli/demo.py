@@ -9,6 +9,7 @@ received (sizes, compactions, cache hits, append-only requests, facts kept).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -19,12 +20,13 @@ from typing import Any, Literal
 
 import openai
 
+from ..core.errors import ConfigurationError
 from ..core.messages import canonical_json, message_text
 from ..core.results import CompactionEvent
 from ..library.wrapping import wrap
 from ..testing import ScriptedToolAgent, TestUpstream
-from ..testing.responders import is_summary_request
 from ..testing.scenario import CodingSession
+from .demo_messages import anthropic_tools, conversation, messages_agent, messages_turn, texts
 
 
 @dataclass(frozen=True)
@@ -134,11 +136,14 @@ def run_coding_session(
     seed: int = 7,
     via: Literal["proxy", "library"] = "proxy",
     on_compaction: Callable[[TurnCompaction], None] | None = None,
+    api: Literal["chat", "messages"] = "chat",
     **config: Any,
 ) -> SessionStats:
     """Run a ``turns``-turn tool-using session in a ``context_window``-token window.
 
-    ``config``: more ``CompactionConfig`` fields (library) or ``Settings`` fields (proxy).
+    ``api``: the agent speaks Chat Completions (the ``openai`` SDK) or Anthropic's Messages (the
+    ``anthropic`` SDK, through the proxy only). ``config``: more ``CompactionConfig`` fields
+    (library) or ``Settings`` fields (proxy).
     """
     session = CodingSession(turns=turns, seed=seed)
     agent = ScriptedToolAgent(session.steps)
@@ -152,13 +157,32 @@ def run_coding_session(
 
     session_id: str | None = None
     stored: int | None = None
+    if api == "messages" and via != "proxy":
+        raise ConfigurationError("the Messages API demo runs through the proxy only")
+    clients = messages_agent if api == "messages" else functools.partial(_agent_client, via)
     with (
         TestUpstream(context_window=context_window, responder=agent) as upstream,
-        _agent_client(via, upstream, context_window, record, config) as (create, lookup),
+        clients(upstream, context_window, record, config) as (create, lookup),
     ):
         messages: list[dict[str, Any]] = [session.system, session.task]
+        if api == "messages":
+            messages = [{"role": "user", "content": session.task["content"]}]
         for turn in range(turns + 1):
             turn_now["turn"] = turn
+            if api == "messages":
+                go_on, named = messages_turn(
+                    create,
+                    messages,
+                    system=session.system["content"],
+                    tools=anthropic_tools(session.tools),
+                    model=model,
+                    max_tokens=max_completion_tokens,
+                    execute=functools.partial(session.execute, turn),
+                )
+                session_id = named or session_id
+                if not go_on:
+                    break
+                continue
             response, named = create(
                 model=model,
                 messages=messages,
@@ -185,27 +209,30 @@ def run_coding_session(
             stored = len(found["checkpoints"]) if found else None
         log = list(upstream.requests)
 
-    chat = [r for r in log if r.path.endswith("/chat/completions") and r.body is not None]
-    agent_requests = [r for r in chat if not is_summary_request(r.body or {})]
-    summary_requests = [r for r in chat if is_summary_request(r.body or {})]
-    as_json = [[canonical_json(m) for m in (r.body or {})["messages"]] for r in agent_requests]
+    route = "/v1/messages" if api == "messages" else "/chat/completions"
+    chat = [r for r in log if r.path.rstrip("/").endswith(route) and r.body is not None]
+    agent_requests = [r for r in chat if not r.is_summary]
+    summary_requests = [r for r in chat if r.is_summary]
+
+    def seen(body: Any) -> list[str]:
+        found = conversation(body) if api == "messages" else body["messages"]
+        return [canonical_json(m) for m in found]
+
+    as_json = [seen(r.body or {}) for r in agent_requests]
     append_only = sum(
         1 for before, after in itertools.pairwise(as_json) if _is_prefix(before, after)
     )
     # A summary request must begin with what the model saw last, or be a prefix of it.
     shared = 0
     for request in summary_requests:
-        sent = [canonical_json(m) for m in (request.body or {})["messages"][:-1]]
+        sent = seen(request.body or {})[:-1]
         earlier = [r for r in agent_requests if r.time <= request.time]
         if earlier:
-            last = [canonical_json(m) for m in (earlier[-1].body or {})["messages"]]
+            last = seen(earlier[-1].body or {})
             if _is_prefix(last, sent) or _is_prefix(sent, last):
                 shared += 1
-    final_text = (
-        "\n".join(message_text(m) for m in (agent_requests[-1].body or {})["messages"])
-        if agent_requests
-        else ""
-    )
+    final = (agent_requests[-1].body or {})["messages"] if agent_requests else []
+    final_text = "\n".join(texts(final) if api == "messages" else map(message_text, final))
     kept = [p.text for p in session.planted if p.text in final_text]
     lost = [p.text for p in session.planted if p.text not in final_text]
     return SessionStats(

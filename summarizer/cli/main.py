@@ -29,6 +29,13 @@ def demo(
         str,
         typer.Option(help="'proxy' (summarizer serve on a free local port) or 'library' (wrap)."),
     ] = "proxy",
+    api: Annotated[
+        str,
+        typer.Option(
+            help="The agent's API: 'chat' (chat completions, the openai SDK) or 'messages' "
+            "(Anthropic's Messages API, the anthropic SDK; through the proxy)."
+        ),
+    ] = "chat",
 ) -> None:
     """Run a long scripted tool-using agent through summarizer against a built-in test model.
 
@@ -41,6 +48,12 @@ def demo(
 
     if via not in ("proxy", "library"):
         typer.echo("error: --via must be 'proxy' or 'library'", err=True)
+        raise typer.Exit(2)
+    if api not in ("chat", "messages"):
+        typer.echo("error: --api must be 'chat' or 'messages'", err=True)
+        raise typer.Exit(2)
+    if api == "messages" and via != "proxy":
+        typer.echo("error: --api messages runs through the proxy (--via proxy)", err=True)
         raise typer.Exit(2)
     counter = {"n": 0}
 
@@ -67,6 +80,8 @@ def demo(
             typer.echo(f"    | {line[:110]}")
 
     where = "the proxy" if via == "proxy" else "wrap()"
+    if api == "messages":
+        where += "'s /v1/messages (anthropic SDK)"
     typer.echo(
         f"scripted coding session through {where}: {turns} turns, "
         f"{context_window:,}-token window, model {model}"
@@ -77,6 +92,7 @@ def demo(
         model=model,
         via="proxy" if via == "proxy" else "library",
         on_compaction=show,
+        api="messages" if api == "messages" else "chat",
     )
     rows = [
         ("agent requests", f"{stats.agent_requests}"),
