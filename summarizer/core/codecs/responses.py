@@ -42,7 +42,7 @@ choice back into ``{"input": [...]}``. Translations are in ``responses_items``. 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidConversation
@@ -66,10 +66,9 @@ from .responses_items import (
 
 @dataclass(frozen=True, slots=True)
 class ResponsesDecoded(Decoded):
-    """A Responses request's conversation, with the wire items ``encode`` emits."""
+    """A Responses request's conversation. Its ``items`` are the body's ``input`` list itself;
+    for a string ``input``, one message item holding it."""
 
-    items: list[Any] = field(default_factory=list)
-    """The body's ``input`` list itself; for a string ``input``, one message item holding it."""
     text_input: str | None = None
     """The string ``input``, when it was one."""
 
