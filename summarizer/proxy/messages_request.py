@@ -19,11 +19,13 @@ from ..core.codecs.anthropic import AnthropicCodec
 from ..core.codecs.anthropic_cache import count_breakpoints, place_breakpoints
 from ..core.effects import Turn
 from ..core.errors import InvalidConversation
-from ..core.results import PrepareResult, SummarizeCall
+from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from . import sse
 from .body import NestingTooDeep, parse_body, replaced_body
 from .errors import error_response
 from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
+from .messages_summary import messages_summary_body, messages_summary_outcome
+from .wire_summary import WireSummaryClient
 
 if TYPE_CHECKING:
     from .state import ProxyState
@@ -81,9 +83,16 @@ class MessagesRequest:
 
     def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
         """Summary calls as Messages requests on this conversation, with the client's headers."""
-        from .messages_summary import MessagesSummaryClient
+        return WireSummaryClient(state, self)
 
-        return MessagesSummaryClient(state, self)
+    def summary_body(self, chat_body: Mapping[str, Any]) -> dict[str, Any]:
+        """The Messages request for the engine's summary call (``messages_summary``)."""
+        wire = self.wire_fields(list(chat_body["messages"][:-1]))
+        return messages_summary_body(self.body, wire, chat_body)
+
+    def summary_outcome(self, content: bytes, latency: float) -> SummaryOutcome:
+        """The summary in a Messages answer."""
+        return messages_summary_outcome(content, latency)
 
     def answer_usage(self, answer: Mapping[str, Any]) -> Any:
         """A message's usage as the whole prompt."""
