@@ -80,6 +80,7 @@ _REQUIRED = {
     "custom_tool_call": ("call_id", "name", "input"),
     "custom_tool_call_output": ("call_id",),
     "compaction": ("encrypted_content",),
+    "item_reference": ("id",),
 }
 _SEAL_PREFIX = "gAAAAAB"
 _ISSUER = "summarizer-test-upstream"
