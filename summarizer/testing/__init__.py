@@ -1,8 +1,9 @@
 """A local OpenAI-compatible upstream for tests, the demo and benchmarks.
 
-Real sockets on 127.0.0.1, driven by the real ``openai`` SDK: chat completions (JSON and SSE
-streaming) with the server's own token and prompt-cache accounting, a context window that
-rejects oversized prompts like OpenAI does, scripted replies and injectable faults.
+Real sockets on 127.0.0.1, driven by the real ``openai`` SDK: chat completions and the
+Responses API (JSON and SSE streaming, ``previous_response_id``, compaction) with the server's
+own token and prompt-cache accounting, a context window that rejects oversized prompts like
+OpenAI does, scripted replies and injectable faults.
 """
 
 from __future__ import annotations

@@ -110,10 +110,15 @@ def _summary_openings() -> tuple[str, ...]:
 
 def is_summary_request(body: Mapping[str, Any]) -> bool:
     """Whether ``body`` is one of summarizer's summary requests: ``tool_choice="none"`` (set
-    whenever the agent has tools), or a last user message opening with a summary instruction."""
+    whenever the agent has tools), or a last user message opening with a summary instruction.
+
+    ``body`` is a chat completion request, or a Responses API request (its ``input``: a string,
+    or items whose last is a user message with string content or a single text part)."""
     if body.get("tool_choice") == "none":
         return True
     messages = body.get("messages")
+    if messages is None and "input" in body:
+        messages = _responses_messages(body["input"])
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], Mapping):
         return False
     last = messages[-1]
@@ -123,6 +128,20 @@ def is_summary_request(body: Mapping[str, Any]) -> bool:
         and isinstance(content, str)
         and content.startswith(_summary_openings())
     )
+
+
+def _responses_messages(value: Any) -> Any:
+    """A Responses API ``input`` as far as :func:`is_summary_request` reads it: its last item,
+    with a single text part's text as string content."""
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list) or not value or not isinstance(value[-1], Mapping):
+        return None
+    last = value[-1]
+    content = last.get("content")
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], Mapping):
+        content = content[0].get("text")
+    return [{"role": last.get("role"), "content": content}]
 
 
 def echo_responder(body: dict[str, Any]) -> Reply:

@@ -1,8 +1,11 @@
 """Which endpoint answers a request: the test upstream's request handler.
 
-``POST /v1/chat/completions`` and ``POST /v1/embeddings`` go to their own modules; ``GET
-/v1/models`` and ``GET /v1/models/{id}`` are answered here; anything else is a 404 with OpenAI's
-error body. A connection that is dropped (a fault) or that the client closed is closed.
+``POST /v1/chat/completions``, ``POST /v1/embeddings`` and the Responses API (``POST
+/v1/responses``, ``POST /v1/responses/compact``, ``GET /v1/responses/{id}``) go to their own
+modules; ``GET /v1/models`` and ``GET /v1/models/{id}`` are answered here; anything else is a 404
+with OpenAI's error body. Each request is recorded with its API (``"responses"`` for the
+Responses API, else ``"chat"``). A connection that is dropped (a fault) or that the client closed
+is closed.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from urllib.parse import urlsplit
 from .chat import chat_completions
 from .embeddings import embeddings
 from .faults import error_body
+from .responses_api import response_get, responses_compact, responses_create
 from .transport import _Dropped, _Exchange
 
 
@@ -29,9 +33,16 @@ class _Handler(_Exchange):
             self.close_connection = True
             return
         path = urlsplit(self.path).path.rstrip("/")
+        self._api = "responses" if path.startswith("/v1/responses") else "chat"
         try:
             if self.command == "POST" and path == "/v1/chat/completions":
                 chat_completions(self, raw)
+            elif self.command == "POST" and path == "/v1/responses":
+                responses_create(self, raw)
+            elif self.command == "POST" and path == "/v1/responses/compact":
+                responses_compact(self, raw)
+            elif self.command == "GET" and path.startswith("/v1/responses/"):
+                response_get(self, path.removeprefix("/v1/responses/"))
             elif self.command == "POST" and path == "/v1/embeddings":
                 embeddings(self, raw)
             elif self.command == "GET" and path == "/v1/models":

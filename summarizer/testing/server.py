@@ -9,17 +9,23 @@
         ...
         up.requests[-1].cached_tokens
 
-Endpoints: ``POST /v1/chat/completions`` (JSON or SSE streaming), ``GET /v1/models``,
-``GET /v1/models/{id}``, ``POST /v1/embeddings``; anything else is a 404 with OpenAI's error
-body. HTTP/1.1 with keep-alive; streams use chunked transfer encoding.
+Endpoints: ``POST /v1/chat/completions`` (JSON or SSE streaming), the Responses API's ``POST
+/v1/responses`` (JSON or SSE streaming, ``previous_response_id`` over the responses it stored),
+``POST /v1/responses/compact`` and ``GET /v1/responses/{id}``, ``GET /v1/models``, ``GET
+/v1/models/{id}``, ``POST /v1/embeddings``; anything else is a 404 with OpenAI's error body.
+HTTP/1.1 with keep-alive; streams use chunked transfer encoding. Both model APIs answer from the
+same script and responder: a Responses API request reaches the responder translated to a chat
+completion body.
 
 Token accounting is the server's own, independent of summarizer's: see
-:class:`~summarizer.testing.accounting.PromptTokenCounter`. Prompt caching follows OpenAI's
-rules: see :class:`~summarizer.testing.accounting.PrefixCache`.
+:class:`~summarizer.testing.accounting.PromptTokenCounter` (and ``responses_chat`` for the
+Responses API's items). Prompt caching follows OpenAI's rules: see
+:class:`~summarizer.testing.accounting.PrefixCache`.
 
 This module starts and stops the server; what it holds between requests is
 :class:`~summarizer.testing.state.UpstreamState`, requests are routed in ``routes`` to the
-endpoints in ``chat`` and ``embeddings``, and ``transport`` reads and writes HTTP.
+endpoints in ``chat``, ``responses_api`` and ``embeddings``, and ``transport`` reads and writes
+HTTP.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ __all__ = ["TestUpstream"]
 
 
 class TestUpstream(UpstreamState):
-    """An OpenAI-compatible chat completions server on a free local port.
+    """An OpenAI-compatible chat completions and Responses API server on a free local port.
 
     ``start()`` (or ``with``) binds and serves on daemon threads; ``stop()`` closes the port and
     every open connection. Replies come from ``enqueue``'d replies first, then ``responder``.

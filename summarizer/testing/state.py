@@ -2,7 +2,8 @@
 
 :class:`UpstreamState` is everything the request handler reads and updates: the settings requests
 are answered with, the token counter and prompt cache, the replies and faults scripted for the
-next requests, the request log (:class:`RecordedRequest`) and the id counters.
+next requests, the request log (:class:`RecordedRequest`), the Responses API's stored responses
+(:class:`StoredResponse`) and the id counters.
 :class:`~summarizer.testing.server.TestUpstream` serves it on a socket.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,10 @@ from .accounting import PrefixCache, PromptTokenCounter
 from .faults import Fault
 from .responders import Reply, Responder, echo_responder, is_summary_request
 
-__all__ = ["RecordedRequest", "UpstreamState"]
+__all__ = ["MAX_STORED_RESPONSES", "RecordedRequest", "StoredResponse", "UpstreamState"]
+
+MAX_STORED_RESPONSES = 10_000
+"""The Responses API's stored responses kept (the oldest are forgotten first)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +31,9 @@ class RecordedRequest:
     """One request the upstream received, and what it answered.
 
     ``status`` is ``None`` when the connection was dropped without a response. Token fields
-    are ``None`` for requests that were not answered as chat completions.
+    are ``None`` for requests that were not answered by the model. ``api`` names the API the
+    request used: ``"chat"`` (chat completions, and the other endpoints) or ``"responses"``
+    (``/v1/responses...``, whose ``body`` is the Responses API body).
     """
 
     method: str
@@ -41,10 +47,11 @@ class RecordedRequest:
     completion_tokens: int | None = None
     fault: str | None = None
     stream: bool = False
+    api: str = "chat"
 
     @property
     def is_summary(self) -> bool:
-        """Whether this was a summary request (``tool_choice == "none"``)."""
+        """Whether this was a summary request (``tool_choice == "none"``), in either API."""
         return isinstance(self.body, Mapping) and is_summary_request(self.body)
 
     @property
@@ -53,6 +60,19 @@ class RecordedRequest:
         if isinstance(self.body, Mapping) and isinstance(self.body.get("messages"), list):
             return list(self.body["messages"])
         return []
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """A Responses API response the upstream stored (``store`` not false), for
+    ``previous_response_id`` and ``GET /v1/responses/{id}``.
+
+    ``conversation`` is everything the model had seen and said by its end: the stored history it
+    continued, its input items and its output items (its ``instructions`` are not carried over).
+    """
+
+    response: dict[str, Any]
+    conversation: list[dict[str, Any]]
 
 
 class UpstreamState:
@@ -84,16 +104,17 @@ class UpstreamState:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._call_ids = itertools.count(1)
+        self._stored: OrderedDict[str, StoredResponse] = OrderedDict()
 
     # scripting
 
     def enqueue(self, *replies: Reply | str) -> None:
-        """Replies for the next chat completions, FIFO, used before the responder."""
+        """Replies for the next chat completions and responses, FIFO, used before the responder."""
         with self._lock:
             self._replies.extend(Reply(content=r) if isinstance(r, str) else r for r in replies)
 
     def inject(self, *faults: Fault) -> None:
-        """Faults, FIFO; each is consumed by the next chat completion it ``matches``."""
+        """Faults, FIFO; each is consumed by the next chat completion or response it ``matches``."""
         with self._lock:
             self._faults.extend(faults)
 
@@ -131,7 +152,7 @@ class UpstreamState:
             self._log.append(record)
 
     def _take_fault(self, body: Mapping[str, Any] | None) -> Fault | None:
-        """The next fault for a chat completion with ``body`` (None: for an embeddings call)."""
+        """The next fault for a model request with ``body`` (None: for an embeddings call)."""
         with self._lock:
             for index, fault in enumerate(self._faults):
                 if fault.match == "embeddings" if body is None else fault.matches(body):
@@ -142,6 +163,16 @@ class UpstreamState:
     def _take_reply(self) -> Reply | None:
         with self._lock:
             return self._replies.popleft() if self._replies else None
+
+    def _store_response(self, stored: StoredResponse) -> None:
+        with self._lock:
+            self._stored[str(stored.response["id"])] = stored
+            while len(self._stored) > MAX_STORED_RESPONSES:
+                self._stored.popitem(last=False)
+
+    def _stored_response(self, response_id: str) -> StoredResponse | None:
+        with self._lock:
+            return self._stored.get(response_id)
 
     def _next_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):08d}"

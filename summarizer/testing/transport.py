@@ -2,7 +2,8 @@
 
 ``_HTTPServer`` is a threading HTTP server that tracks its open connections, so that stopping it
 closes them. ``_Exchange`` is the request handler's plumbing, which the endpoints answer through:
-it reads a (possibly chunked) body, writes JSON, raw bytes, half a body or an SSE stream, resets
+it reads a (possibly chunked) body, writes JSON, raw bytes, half a body or an SSE stream (chat
+completions' ``data:`` lines ending in ``[DONE]``, or the Responses API's named events), resets
 the connection, and records each request in the upstream's log.
 """
 
@@ -81,6 +82,7 @@ class _Exchange(BaseHTTPRequestHandler):
     server_version = "summarizer-test-upstream/1"
     server: _HTTPServer
     _received: float  # when the request arrived; set by the router
+    _api: str = "chat"  # the API of the request, recorded with it; set by the router
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output quiet
@@ -183,6 +185,7 @@ class _Exchange(BaseHTTPRequestHandler):
                 completion_tokens=completion_tokens,
                 fault=fault,
                 stream=stream,
+                api=self._api,
             )
         )
 
@@ -211,8 +214,13 @@ class _Exchange(BaseHTTPRequestHandler):
         *,
         chunk_delay: float = 0.0,
         reset_after: int | None = None,
+        named: bool = False,
     ) -> None:
-        """Send ``chunks`` as SSE events (``reset_after``: that many, then reset)."""
+        """Send ``chunks`` as SSE events (``reset_after``: that many, then reset).
+
+        ``named``: as the Responses API streams, each event with an ``event:`` line naming its
+        ``type`` and no ``data: [DONE]`` at the end.
+        """
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -227,8 +235,14 @@ class _Exchange(BaseHTTPRequestHandler):
             if number and chunk_delay:
                 time.sleep(chunk_delay)
             data = b"data: " + _json_bytes(chunk) + b"\n\n"
+            if named:
+                data = b"event: " + str(chunk["type"]).encode("utf-8") + b"\n" + data
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
+        if named:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            return
         # [DONE] and the end of the chunked body go out together, so a client that stops
         # reading at [DONE] has still received a complete response and can reuse the connection.
         done = b"data: [DONE]\n\n"
