@@ -679,47 +679,6 @@ def test_other_v1_routes_pass_through(upstream: TestUpstream, start_proxy: Proxy
     assert missing.content == direct.content
 
 
-@pytest.mark.parametrize(("path", "reason"), [("/responses", "responses_api")])
-def test_conversation_apis_not_managed_yet_pass_through_with_a_warning(
-    upstream: TestUpstream,
-    start_proxy: ProxyFactory,
-    caplog: pytest.LogCaptureFixture,
-    path: str,
-    reason: str,
-) -> None:
-    proxy = start_proxy()
-    body = {"model": MODEL, "input": "hello", "messages": [{"role": "user", "content": "hi"}]}
-    headers = {"Authorization": f"Bearer {KEY_A}"}
-    with caplog.at_level("WARNING", logger="summarizer.proxy"):
-        first = httpx2.post(f"{proxy.base_url}{path}", json=body, headers=headers)
-        second = httpx2.post(f"{proxy.base_url}{path}/", json=body, headers=headers)
-    direct = httpx2.post(f"{upstream.base_url}{path}", json=body)
-    assert first.status_code == direct.status_code
-    assert _same_but_ids(first.json(), direct.json())
-    for answer in (first, second):
-        assert "not context-managed" in answer.headers["x-summarizer-warning"]
-    forwarded = [r for r in upstream.requests if r.path.rstrip("/").endswith(path)]
-    assert [r.body for r in forwarded[-3:]] == [body, body, body]  # sent unchanged
-    assert sum("not context-managed" in r.getMessage() for r in caplog.records) == 1
-    text = httpx2.get(proxy.base_url.removesuffix("/v1") + "/metrics").text
-    assert f'summarizer_unmanaged_requests_total{{reason="{reason}"}} 2.0' in text
-    # Its other routes (count_tokens, compact) are no conversation turn: no warning.
-    other = httpx2.post(f"{proxy.base_url}{path}/compact", json=body, headers=headers)
-    assert "x-summarizer-warning" not in other.headers
-
-
-def _same_but_ids(one: Any, other: Any) -> bool:
-    """Whether two answers to the same request are equal but for their ids and timestamps."""
-
-    def stable(value: Any) -> Any:
-        if isinstance(value, dict):
-            volatile = ("id", "created_at", "completed_at")
-            return {k: stable(v) for k, v in value.items() if k not in volatile}
-        return [stable(v) for v in value] if isinstance(value, list) else value
-
-    return bool(stable(one) == stable(other))
-
-
 def test_health_and_prometheus_metrics(upstream: TestUpstream, start_proxy: ProxyFactory) -> None:
     proxy = start_proxy()
     client(proxy).chat.completions.create(model=MODEL, messages=long_history(7), tools=TOOLS)

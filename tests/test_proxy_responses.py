@@ -1,0 +1,286 @@
+"""``POST /v1/responses`` through the proxy, with the real ``openai`` SDK (and the OpenAI Agents
+SDK's default model class) over real HTTP, against the test upstream's Responses route.
+
+Stateless use (the whole ``input`` each turn) is managed like chat completions: compactions,
+nothing refused, every request inside the window, append-only between compactions, summary
+requests on the live input, planted facts kept, reasoning items carried byte for byte. A request
+whose history the provider keeps (``previous_response_id``) passes through, never silently.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+
+from summarizer.proxy import ProxyServer
+from summarizer.testing import RecordedRequest, ScriptedToolAgent, TestUpstream
+from summarizer.testing.scenario import CodingSession
+
+from .conftest import ProxyFactory
+
+MODEL = "gpt-4o-mini"
+KEY = "sk-test-responses-0123456789abcdef"
+
+
+@pytest.fixture
+def upstream() -> Iterator[TestUpstream]:
+    with TestUpstream(context_window=16_000) as server:
+        yield server
+
+
+def openai_client(proxy: ProxyServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=proxy.base_url, api_key=KEY, max_retries=0)
+
+
+def responses_tools(session: CodingSession) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "name": tool["function"]["name"],
+            "description": tool["function"]["description"],
+            "parameters": tool["function"]["parameters"],
+        }
+        for tool in session.tools
+    ]
+
+
+def responses_requests(upstream: TestUpstream, *, summary: bool = False) -> list[RecordedRequest]:
+    return [
+        r
+        for r in upstream.requests
+        if r.path.rstrip("/") == "/v1/responses" and r.is_summary == summary
+    ]
+
+
+def input_items(body: dict[str, Any]) -> list[Any]:
+    given = body["input"]
+    return (
+        [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else given
+    )
+
+
+def texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in texts(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in texts(v)]
+    return []
+
+
+def run_session(
+    proxy: ProxyServer,
+    session: CodingSession,
+    *,
+    steps: int,
+    stream: bool = False,
+    include_reasoning: bool = False,
+) -> list[Any]:
+    """An agent loop on ``client.responses``: the whole input each turn (store off)."""
+    client = openai_client(proxy)
+    items: list[Any] = [{"role": "user", "content": session.task["content"]}]
+    for turn in range(steps + 1):
+        arguments: dict[str, Any] = {
+            "model": MODEL,
+            "instructions": session.system["content"],
+            "tools": responses_tools(session),
+            "input": items,
+            "max_output_tokens": 500,
+            "store": False,
+        }
+        if include_reasoning:
+            arguments["include"] = ["reasoning.encrypted_content"]
+        if stream:
+            with client.responses.stream(**arguments) as events:
+                response = events.get_final_response()
+        else:
+            response = client.responses.create(**arguments)
+        output = [item.model_dump(exclude_none=True) for item in response.output]
+        items.extend(output)
+        calls = [item for item in output if item["type"] == "function_call"]
+        if not calls:
+            break
+        for call in calls:
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": call["call_id"],
+                    "output": session.execute(turn, call["name"], call["arguments"]),
+                }
+            )
+    return items
+
+
+def test_a_long_stateless_session_is_compacted_and_never_refused(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    session = CodingSession(turns=120, seed=13)
+    agent = ScriptedToolAgent(session.steps)
+    upstream.responder = agent
+    proxy = start_proxy(context_window=16_000)
+    run_session(proxy, session, steps=120)
+    assert agent.finished
+
+    agents = responses_requests(upstream)
+    summaries = responses_requests(upstream, summary=True)
+    assert len(agents) == 121
+    assert all(r.status == 200 for r in upstream.requests)
+    assert len(summaries) >= 2
+    assert max(r.prompt_tokens or 0 for r in upstream.requests) <= 16_000
+    rewritten = 0
+    for before, after in itertools.pairwise(agents):
+        for field in ("instructions", "tools", "model", "store", "max_output_tokens"):
+            assert after.body[field] == before.body[field]
+        old, new = input_items(before.body), input_items(after.body)
+        rewritten += new[: len(old)] != old
+    assert rewritten == len(summaries)
+    for summary in summaries:
+        assert summary.body["tool_choice"] == "none" and summary.body["store"] is False
+        earlier = [r for r in agents if r.time <= summary.time]
+        seen = input_items(earlier[-1].body)
+        *conversation, instruction = input_items(summary.body)
+        shorter = min(len(seen), len(conversation))
+        assert conversation[:shorter] == seen[:shorter]
+        assert instruction["role"] == "user"
+    final = "\n".join(texts(agents[-1].body["input"]))
+    for fact in session.planted:
+        assert fact.text in final, fact.text
+    read = sum(r.cached_tokens or 0 for r in agents)
+    assert read / sum(r.prompt_tokens or 0 for r in agents) > 0.5
+
+
+def test_streamed_responses_are_relayed_and_compacted(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    session = CodingSession(turns=40, seed=4)
+    upstream.responder = ScriptedToolAgent(session.steps)
+    proxy = start_proxy(context_window=8_000)
+    items = run_session(proxy, session, steps=40, stream=True)
+    assert items[-1].get("type") == "message"
+    assert responses_requests(upstream, summary=True)
+    assert all(r.status == 200 for r in upstream.requests)
+    assert max(r.prompt_tokens or 0 for r in upstream.requests) <= 8_000
+
+
+def test_reasoning_items_travel_byte_for_byte_with_their_turn(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    session = CodingSession(turns=40, seed=6)
+    upstream.responder = ScriptedToolAgent(session.steps)
+    proxy = start_proxy(context_window=8_000)
+    items = run_session(proxy, session, steps=40, include_reasoning=True)
+    sent_reasoning = {json.dumps(i, sort_keys=True) for i in items if i.get("type") == "reasoning"}
+    assert sent_reasoning
+    assert responses_requests(upstream, summary=True)
+    for request in responses_requests(upstream):
+        given = input_items(request.body)
+        for index, item in enumerate(given):
+            if item.get("type") == "reasoning":
+                assert json.dumps(item, sort_keys=True) in sent_reasoning
+                # The item the reasoning led to follows it (its turn is never split).
+                assert index + 1 < len(given)
+                assert given[index + 1].get("type") in ("function_call", "message")
+
+
+def test_previous_response_id_passes_through_with_a_warning(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    upstream.responder = ScriptedToolAgent([], final="hello")
+    proxy = start_proxy()
+    client = openai_client(proxy)
+    first = client.responses.create(model=MODEL, input="Remember the number 4711.")
+    raw = client.responses.with_raw_response.create(
+        model=MODEL, input="Which number?", previous_response_id=first.id
+    )
+    assert raw.parse().output_text == "hello"
+    assert "previous_response_id" in raw.headers["x-summarizer-warning"]
+    assert raw.headers["x-summarizer-compacted"] == "false"
+    sent = responses_requests(upstream)[-1]
+    assert sent.body["previous_response_id"] == first.id and sent.body["input"] == "Which number?"
+    metrics = httpx2.get(proxy.base_url.removesuffix("/v1") + "/metrics").text
+    assert 'summarizer_unmanaged_requests_total{reason="previous_response_id"} 1.0' in metrics
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"input": "hi"}, "model"),
+        (
+            {
+                "model": MODEL,
+                "input": [{"type": "function_call_output", "call_id": "call_x", "output": "1"}],
+            },
+            "input[0].call_id",
+        ),
+        ({"model": MODEL, "input": 7}, "input"),
+    ],
+)
+def test_bad_requests_get_openais_error_shape(
+    upstream: TestUpstream, start_proxy: ProxyFactory, body: dict[str, Any], param: str
+) -> None:
+    proxy = start_proxy()
+    answer = httpx2.post(
+        f"{proxy.base_url}/responses", json=body, headers={"Authorization": f"Bearer {KEY}"}
+    )
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["param"] == param and error["message"]
+    assert not responses_requests(upstream)
+
+
+def test_the_agents_sdk_default_model_runs_a_long_session_through_the_proxy(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    agents = pytest.importorskip("agents")
+    session = CodingSession(turns=60, seed=8)
+    scripted = ScriptedToolAgent(session.steps)
+    upstream.responder = scripted
+    proxy = start_proxy(context_window=16_000)
+    turn = {"n": 0}
+
+    def tool(name: str) -> Any:
+        def run(**arguments: Any) -> str:
+            turn["n"] += 1
+            return session.execute(turn["n"], name, arguments)
+
+        return run
+
+    @agents.function_tool
+    def read_file(path: str) -> str:
+        """Read a file of the repository."""
+        return str(tool("read_file")(path=path))
+
+    @agents.function_tool
+    def search(pattern: str) -> str:
+        """Search the repository for a pattern."""
+        return str(tool("search")(pattern=pattern))
+
+    @agents.function_tool
+    def run(command: str) -> str:
+        """Run a shell command."""
+        return str(tool("run")(command=command))
+
+    client = openai.AsyncOpenAI(base_url=proxy.base_url, api_key=KEY, max_retries=0)
+    agents.set_tracing_disabled(True)
+    agent = agents.Agent(
+        name="coder",
+        instructions=session.system["content"],
+        tools=[read_file, search, run],
+        # The SDK's default model class, the Responses API one, on this client.
+        model=agents.OpenAIResponsesModel(model=MODEL, openai_client=client),
+    )
+    result = agents.Runner.run_sync(agent, session.task["content"], max_turns=200)
+    assert result.final_output == session.steps[-1]  # the script's closing text
+    assert scripted.finished
+    sent = responses_requests(upstream)
+    assert len(sent) >= 61
+    assert all(r.status == 200 for r in upstream.requests)
+    assert len(responses_requests(upstream, summary=True)) >= 2
+    assert max(r.prompt_tokens or 0 for r in upstream.requests) <= 16_000
