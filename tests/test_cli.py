@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from summarizer.cli.main import app
@@ -79,3 +80,28 @@ def test_demo_refuses_an_unknown_path() -> None:
     result = runner.invoke(app, ["demo", "--via", "carrier-pigeon"])
     assert result.exit_code == 2
     assert "--via must be" in result.output
+
+
+@pytest.mark.parametrize(
+    ("api", "route"),
+    [("messages", "/v1/messages (anthropic SDK)"), ("responses", "/v1/responses (openai SDK")],
+)
+def test_demo_shows_the_same_session_table_for_each_api(api: str, route: str) -> None:
+    result = runner.invoke(app, ["demo", "--api", api, "--turns", "40", "--context-window", "8000"])
+    assert result.exit_code == 0, result.output
+    assert route in result.output
+    compactions = re.search(r"\ncompactions\s+(\d+)", result.output)
+    stored = re.search(r"checkpoints at GET /v1/summarizer/sessions/\{id\}\s+(\d+)", result.output)
+    assert compactions and int(compactions.group(1)) >= 2
+    assert stored and stored.group(1) == compactions.group(1)
+    pairs = re.search(r"append-only between compactions\s+(\d+)/(\d+)", result.output)
+    assert pairs and pairs.group(1) == pairs.group(2)
+    shared = re.search(r"summary requests sharing the live prefix\s+(\d+)/(\d+)", result.output)
+    assert shared and shared.group(1) == shared.group(2)
+    assert re.search(r"planted facts still in context\s+5/5", result.output)
+
+
+def test_demo_refuses_another_api_through_wrap() -> None:
+    result = runner.invoke(app, ["demo", "--api", "messages", "--via", "library"])
+    assert result.exit_code == 2
+    assert "through the proxy" in result.output

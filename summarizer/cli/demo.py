@@ -27,6 +27,8 @@ from ..library.wrapping import wrap
 from ..testing import ScriptedToolAgent, TestUpstream
 from ..testing.scenario import CodingSession
 from .demo_messages import anthropic_tools, conversation, messages_agent, messages_turn, texts
+from .demo_responses import conversation as responses_conversation
+from .demo_responses import responses_agent, responses_tools, responses_turn
 
 
 @dataclass(frozen=True)
@@ -136,13 +138,14 @@ def run_coding_session(
     seed: int = 7,
     via: Literal["proxy", "library"] = "proxy",
     on_compaction: Callable[[TurnCompaction], None] | None = None,
-    api: Literal["chat", "messages"] = "chat",
+    api: Literal["chat", "messages", "responses"] = "chat",
     **config: Any,
 ) -> SessionStats:
     """Run a ``turns``-turn tool-using session in a ``context_window``-token window.
 
-    ``api``: the agent speaks Chat Completions (the ``openai`` SDK) or Anthropic's Messages (the
-    ``anthropic`` SDK, through the proxy only). ``config``: more ``CompactionConfig`` fields
+    ``api``: the agent speaks Chat Completions (the ``openai`` SDK), Anthropic's Messages (the
+    ``anthropic`` SDK) or OpenAI's Responses (``client.responses``, the whole input each turn);
+    the last two through the proxy only. ``config``: more ``CompactionConfig`` fields
     (library) or ``Settings`` fields (proxy).
     """
     session = CodingSession(turns=turns, seed=seed)
@@ -157,24 +160,39 @@ def run_coding_session(
 
     session_id: str | None = None
     stored: int | None = None
-    if api == "messages" and via != "proxy":
-        raise ConfigurationError("the Messages API demo runs through the proxy only")
-    clients = messages_agent if api == "messages" else functools.partial(_agent_client, via)
+    if api != "chat" and via != "proxy":
+        raise ConfigurationError(f"the {api} API demo runs through the proxy only")
+    clients: Callable[..., Any] = functools.partial(_agent_client, via)
+    if api == "messages":
+        clients = messages_agent
+    elif api == "responses":
+        clients = responses_agent
     with (
         TestUpstream(context_window=context_window, responder=agent) as upstream,
         clients(upstream, context_window, record, config) as (create, lookup),
     ):
         messages: list[dict[str, Any]] = [session.system, session.task]
-        if api == "messages":
+        if api != "chat":
             messages = [{"role": "user", "content": session.task["content"]}]
         for turn in range(turns + 1):
             turn_now["turn"] = turn
-            if api == "messages":
-                go_on, named = messages_turn(
+            if api != "chat":
+                one_turn = (
+                    functools.partial(
+                        messages_turn,
+                        system=session.system["content"],
+                        tools=anthropic_tools(session.tools),
+                    )
+                    if api == "messages"
+                    else functools.partial(
+                        responses_turn,
+                        instructions=session.system["content"],
+                        tools=responses_tools(session.tools),
+                    )
+                )
+                go_on, named = one_turn(
                     create,
                     messages,
-                    system=session.system["content"],
-                    tools=anthropic_tools(session.tools),
                     model=model,
                     max_tokens=max_completion_tokens,
                     execute=functools.partial(session.execute, turn),
@@ -209,13 +227,18 @@ def run_coding_session(
             stored = len(found["checkpoints"]) if found else None
         log = list(upstream.requests)
 
-    route = "/v1/messages" if api == "messages" else "/chat/completions"
+    route = {"messages": "/v1/messages", "responses": "/v1/responses"}.get(api, "/chat/completions")
     chat = [r for r in log if r.path.rstrip("/").endswith(route) and r.body is not None]
     agent_requests = [r for r in chat if not r.is_summary]
     summary_requests = [r for r in chat if r.is_summary]
 
     def seen(body: Any) -> list[str]:
-        found = conversation(body) if api == "messages" else body["messages"]
+        if api == "messages":
+            found = conversation(body)
+        elif api == "responses":
+            found = responses_conversation(body)
+        else:
+            found = body["messages"]
         return [canonical_json(m) for m in found]
 
     as_json = [seen(r.body or {}) for r in agent_requests]
@@ -231,8 +254,11 @@ def run_coding_session(
             last = seen(earlier[-1].body or {})
             if _is_prefix(last, sent) or _is_prefix(sent, last):
                 shared += 1
-    final = (agent_requests[-1].body or {})["messages"] if agent_requests else []
-    final_text = "\n".join(texts(final) if api == "messages" else map(message_text, final))
+    final_body = agent_requests[-1].body or {} if agent_requests else {}
+    if api == "chat":
+        final_text = "\n".join(map(message_text, final_body.get("messages") or ()))
+    else:
+        final_text = "\n".join(texts(final_body.get("messages" if api == "messages" else "input")))
     kept = [p.text for p in session.planted if p.text in final_text]
     lost = [p.text for p in session.planted if p.text not in final_text]
     return SessionStats(

@@ -32,8 +32,9 @@ def demo(
     api: Annotated[
         str,
         typer.Option(
-            help="The agent's API: 'chat' (chat completions, the openai SDK) or 'messages' "
-            "(Anthropic's Messages API, the anthropic SDK; through the proxy)."
+            help="The agent's API: 'chat' (chat completions, the openai SDK), 'messages' "
+            "(Anthropic's Messages API, the anthropic SDK) or 'responses' (OpenAI's Responses "
+            "API, the whole input each turn); the last two through the proxy."
         ),
     ] = "chat",
 ) -> None:
@@ -49,11 +50,11 @@ def demo(
     if via not in ("proxy", "library"):
         typer.echo("error: --via must be 'proxy' or 'library'", err=True)
         raise typer.Exit(2)
-    if api not in ("chat", "messages"):
-        typer.echo("error: --api must be 'chat' or 'messages'", err=True)
+    if api not in ("chat", "messages", "responses"):
+        typer.echo("error: --api must be 'chat', 'messages' or 'responses'", err=True)
         raise typer.Exit(2)
-    if api == "messages" and via != "proxy":
-        typer.echo("error: --api messages runs through the proxy (--via proxy)", err=True)
+    if api != "chat" and via != "proxy":
+        typer.echo(f"error: --api {api} runs through the proxy (--via proxy)", err=True)
         raise typer.Exit(2)
     counter = {"n": 0}
 
@@ -82,6 +83,8 @@ def demo(
     where = "the proxy" if via == "proxy" else "wrap()"
     if api == "messages":
         where += "'s /v1/messages (anthropic SDK)"
+    elif api == "responses":
+        where += "'s /v1/responses (openai SDK, client.responses)"
     typer.echo(
         f"scripted coding session through {where}: {turns} turns, "
         f"{context_window:,}-token window, model {model}"
@@ -92,7 +95,7 @@ def demo(
         model=model,
         via="proxy" if via == "proxy" else "library",
         on_compaction=show,
-        api="messages" if api == "messages" else "chat",
+        api="messages" if api == "messages" else "responses" if api == "responses" else "chat",
     )
     rows = [
         ("agent requests", f"{stats.agent_requests}"),
