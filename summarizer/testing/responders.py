@@ -110,8 +110,12 @@ def _summary_openings() -> tuple[str, ...]:
 
 def is_summary_request(body: Mapping[str, Any]) -> bool:
     """Whether ``body`` is one of summarizer's summary requests: ``tool_choice="none"`` (set
-    whenever the agent has tools), or a last user message opening with a summary instruction."""
-    if body.get("tool_choice") == "none":
+    whenever the agent has tools; the Messages API's ``{"type": "none"}`` too), or a last user
+    message opening with a summary instruction."""
+    tool_choice = body.get("tool_choice")
+    if tool_choice == "none" or (
+        isinstance(tool_choice, Mapping) and tool_choice.get("type") == "none"
+    ):
         return True
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], Mapping):

@@ -27,7 +27,12 @@ class RecordedRequest:
     """One request the upstream received, and what it answered.
 
     ``status`` is ``None`` when the connection was dropped without a response. Token fields
-    are ``None`` for requests that were not answered as chat completions.
+    are ``None`` for requests that were not answered as chat completions or messages.
+    ``api`` is ``"chat"`` for every route but the Messages API's (``"messages"``), whose
+    requests record their Anthropic body: ``prompt_tokens`` is then the whole prompt
+    (``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``),
+    ``cached_tokens`` the tokens read from the cache and ``cache_creation_tokens`` those
+    written to it (``None`` for other routes).
     """
 
     method: str
@@ -41,15 +46,19 @@ class RecordedRequest:
     completion_tokens: int | None = None
     fault: str | None = None
     stream: bool = False
+    cache_creation_tokens: int | None = None
+    api: str = "chat"
 
     @property
     def is_summary(self) -> bool:
-        """Whether this was a summary request (``tool_choice == "none"``)."""
+        """Whether this was a summary request (``tool_choice`` ``"none"``, or the Messages
+        API's ``{"type": "none"}``; see :func:`~summarizer.testing.is_summary_request`)."""
         return isinstance(self.body, Mapping) and is_summary_request(self.body)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        """The request's messages (empty when there are none)."""
+        """The request's ``messages`` as sent (empty when there are none): chat messages, or
+        for ``api == "messages"`` the Anthropic messages (``system`` is not among them)."""
         if isinstance(self.body, Mapping) and isinstance(self.body.get("messages"), list):
             return list(self.body["messages"])
         return []
