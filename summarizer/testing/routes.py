@@ -1,8 +1,10 @@
 """Which endpoint answers a request: the test upstream's request handler.
 
-``POST /v1/chat/completions`` and ``POST /v1/embeddings`` go to their own modules; ``GET
-/v1/models`` and ``GET /v1/models/{id}`` are answered here; anything else is a 404 with OpenAI's
-error body. A connection that is dropped (a fault) or that the client closed is closed.
+``POST /v1/chat/completions``, ``POST /v1/embeddings`` and Anthropic's ``POST /v1/messages``
+and ``POST /v1/messages/count_tokens`` go to their own modules (``chat``, ``embeddings``,
+``messages_api``); ``GET /v1/models`` and ``GET /v1/models/{id}`` are answered here; anything
+else is a 404 with OpenAI's error body. A connection that is dropped (a fault) or that the
+client closed is closed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from urllib.parse import urlsplit
 from .chat import chat_completions
 from .embeddings import embeddings
 from .faults import error_body
+from .messages_api import count_tokens, messages
 from .transport import _Dropped, _Exchange
 
 
@@ -34,6 +37,10 @@ class _Handler(_Exchange):
                 chat_completions(self, raw)
             elif self.command == "POST" and path == "/v1/embeddings":
                 embeddings(self, raw)
+            elif self.command == "POST" and path == "/v1/messages":
+                messages(self, raw)
+            elif self.command == "POST" and path == "/v1/messages/count_tokens":
+                count_tokens(self, raw)
             elif self.command == "GET" and path == "/v1/models":
                 self._models()
             elif self.command == "GET" and path.startswith("/v1/models/"):

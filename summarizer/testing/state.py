@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .accounting import PrefixCache, PromptTokenCounter
 from .faults import Fault
+from .messages_cache import MESSAGES_CACHE_MIN_TOKENS, MESSAGES_CACHE_TTL, BreakpointCache
+from .messages_chat import chat_body_for
 from .responders import Reply, Responder, echo_responder, is_summary_request
 
 __all__ = ["RecordedRequest", "UpstreamState"]
@@ -53,7 +56,11 @@ class RecordedRequest:
     def is_summary(self) -> bool:
         """Whether this was a summary request (``tool_choice`` ``"none"``, or the Messages
         API's ``{"type": "none"}``; see :func:`~summarizer.testing.is_summary_request`)."""
-        return isinstance(self.body, Mapping) and is_summary_request(self.body)
+        if not isinstance(self.body, Mapping):
+            return False
+        if self.api == "messages":  # a text-block content is summary-detected as a string
+            return is_summary_request(chat_body_for(self.body))
+        return is_summary_request(self.body)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -68,6 +75,10 @@ class UpstreamState:
     """The test upstream's settings, accounting, script and request log.
 
     Its request handlers read and update it; ``TestUpstream`` adds the socket that serves it.
+    ``cache`` is the chat completions' prompt cache (OpenAI's rules) and ``messages_cache``
+    the Messages API's (Anthropic's explicit caching: prefixes shorter than
+    ``messages_cache_min_tokens`` are not cached, entries live ``messages_cache_ttl`` seconds
+    by ``clock``; see :mod:`~summarizer.testing.messages_cache`).
     """
 
     def __init__(
@@ -78,6 +89,9 @@ class UpstreamState:
         model_name: str = "test-model",
         max_log: int | None = None,
         response_headers: Mapping[str, str] | None = None,
+        messages_cache_min_tokens: int = MESSAGES_CACHE_MIN_TOKENS,
+        messages_cache_ttl: float | None = MESSAGES_CACHE_TTL,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.context_window = context_window
         self.responder: Responder = responder if responder is not None else echo_responder
@@ -86,6 +100,9 @@ class UpstreamState:
         """Sent with every response, e.g. the ``Set-Cookie`` OpenAI's edge adds."""
         self.counter = PromptTokenCounter()
         self.cache = PrefixCache()
+        self.messages_cache = BreakpointCache(
+            min_tokens=messages_cache_min_tokens, ttl=messages_cache_ttl, clock=clock
+        )
         self._replies: deque[Reply] = deque()
         self._faults: deque[Fault] = deque()
         # Benchmarks send thousands of large bodies: they keep only the newest ``max_log``.
@@ -97,12 +114,14 @@ class UpstreamState:
     # scripting
 
     def enqueue(self, *replies: Reply | str) -> None:
-        """Replies for the next chat completions, FIFO, used before the responder."""
+        """Replies for the next chat completions and messages, FIFO, used before the
+        responder."""
         with self._lock:
             self._replies.extend(Reply(content=r) if isinstance(r, str) else r for r in replies)
 
     def inject(self, *faults: Fault) -> None:
-        """Faults, FIFO; each is consumed by the next chat completion it ``matches``."""
+        """Faults, FIFO; each is consumed by the next chat completion (or message) it
+        ``matches``."""
         with self._lock:
             self._faults.extend(faults)
 
@@ -130,8 +149,10 @@ class UpstreamState:
             self._log.clear()
 
     def reset_cache(self) -> None:
-        """Empty the prompt cache: the next request of any conversation is a cache miss."""
+        """Empty the prompt caches (both APIs'): the next request of any conversation is a
+        cache miss."""
         self.cache.clear()
+        self.messages_cache.clear()
 
     # used by the handler
 
@@ -140,7 +161,8 @@ class UpstreamState:
             self._log.append(record)
 
     def _take_fault(self, body: Mapping[str, Any] | None) -> Fault | None:
-        """The next fault for a chat completion with ``body`` (None: for an embeddings call)."""
+        """The next fault for a chat completion with ``body`` (a message: its chat translation;
+        None: for an embeddings call)."""
         with self._lock:
             for index, fault in enumerate(self._faults):
                 if fault.match == "embeddings" if body is None else fault.matches(body):
