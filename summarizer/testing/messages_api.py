@@ -97,8 +97,7 @@ def messages(handler: _Exchange, raw: bytes) -> None:
     fault = upstream._take_fault(chat_body)
     if fault is not None and answer_fault(handler, fault, body, stream=stream, api="messages"):
         return
-    record: dict[str, Any] = {"fault": fault.kind if fault is not None else None}
-    record["stream"] = stream
+    record: dict[str, Any] = {"fault": fault.kind if fault else None, "stream": stream}
 
     prompt = messages_prompt(upstream.counter, body)
     limit: int = body["max_tokens"]

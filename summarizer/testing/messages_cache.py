@@ -63,9 +63,12 @@ __all__ = [
     "LOOKBACK_BLOCKS",
     "MESSAGES_CACHE_MIN_TOKENS",
     "MESSAGES_CACHE_TTL",
+    "ONE_HOUR_TTL",
     "BreakpointCache",
     "CacheUsage",
     "MessagesPrompt",
+    "block_tokens",
+    "cache_control_count",
     "messages_prompt",
 ]
 

@@ -19,8 +19,8 @@ __all__ = ["MAX_CACHE_BREAKPOINTS", "invalid_messages_request"]
 MAX_CACHE_BREAKPOINTS = 4
 """Anthropic's cap on blocks with ``cache_control`` per request (tools, system and messages)."""
 
-BLOCK_TYPES = ("text", "image", "document", "tool_use", "tool_result", "thinking")
-_EXPECTED_TAGS = ", ".join(f"'{t}'" for t in (*BLOCK_TYPES, "redacted_thinking"))
+_BLOCK_TYPES = ("text", "image", "document", "tool_use", "tool_result", "thinking")
+_EXPECTED_TAGS = ", ".join(f"'{t}'" for t in (*_BLOCK_TYPES, "redacted_thinking"))
 _ASSISTANT_ONLY = ("tool_use", "thinking", "redacted_thinking")
 _STRING_FIELDS = {
     "text": ("text",),
@@ -55,7 +55,7 @@ def _block_error(path: str, block: Any, *, role: str | None, nested: bool = Fals
     kind = block.get("type")
     if not isinstance(kind, str):
         return f"{path}: Unable to extract tag using discriminator 'type'"
-    allowed = ("text", "image", "document") if nested else (*BLOCK_TYPES, "redacted_thinking")
+    allowed = ("text", "image", "document") if nested else (*_BLOCK_TYPES, "redacted_thinking")
     if kind not in allowed:
         tags = ", ".join(f"'{t}'" for t in allowed) if nested else _EXPECTED_TAGS
         return (
