@@ -1,16 +1,19 @@
-"""A local OpenAI-compatible upstream for tests, the demo and benchmarks.
+"""A local OpenAI- and Anthropic-compatible upstream for tests, the demo and benchmarks.
 
-Real sockets on 127.0.0.1, driven by the real ``openai`` SDK: chat completions and the
-Responses API (JSON and SSE streaming, ``previous_response_id``, compaction) with the server's
-own token and prompt-cache accounting, a context window that rejects oversized prompts like
-OpenAI does, scripted replies and injectable faults.
+Real sockets on 127.0.0.1, driven by the real ``openai`` and ``anthropic`` SDKs: chat
+completions, the Responses API (JSON and SSE streaming, ``previous_response_id``, compaction) and
+Anthropic messages (JSON and SSE streaming), with the server's own token and prompt-cache
+accounting (OpenAI's automatic caching; Anthropic's explicit breakpoints), a context window that
+rejects oversized prompts like each API does, scripted replies and injectable faults.
 """
 
 from __future__ import annotations
 
 from .accounting import PrefixCache, PromptTokenCounter, cached_tokens_for
 from .agents import RoutingResponder, ScriptedToolAgent, Step
-from .faults import Fault, error_body
+from .faults import Fault, anthropic_error_body, error_body
+from .messages_cache import BreakpointCache, CacheUsage, MessagesPrompt, messages_prompt
+from .messages_chat import chat_body_for
 from .responders import Reply, Responder, ToolCallSpec, echo_responder, is_summary_request
 from .server import TestUpstream
 from .state import RecordedRequest
@@ -19,7 +22,10 @@ from .weak import WEAK_KINDS, WeakKind, weak_summary_responder
 
 __all__ = [
     "WEAK_KINDS",
+    "BreakpointCache",
+    "CacheUsage",
     "Fault",
+    "MessagesPrompt",
     "PrefixCache",
     "PromptTokenCounter",
     "RecordedRequest",
@@ -31,10 +37,13 @@ __all__ = [
     "TestUpstream",
     "ToolCallSpec",
     "WeakKind",
+    "anthropic_error_body",
     "cached_tokens_for",
+    "chat_body_for",
     "echo_responder",
     "error_body",
     "is_summary_request",
+    "messages_prompt",
     "summary_responder",
     "weak_summary_responder",
 ]

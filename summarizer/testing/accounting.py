@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,17 +106,21 @@ class PromptTokenCounter:
     def message(self, message: Mapping[str, Any], digest: str | None = None) -> int:
         """Tokens of one message, memoised by its digest."""
         key = digest if digest is not None else message_digest(message)
+        return self.remembered(key, lambda: self.render_message(message))
+
+    def remembered(self, key: str, count: Callable[[], int]) -> int:
+        """``count()``, memoised under ``key`` (a digest of what it counts) in the same LRU."""
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
                 return cached
-        count = self.render_message(message)
+        count_now = count()
         with self._lock:
-            self._cache[key] = count
+            self._cache[key] = count_now
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
-        return count
+        return count_now
 
     def tools(self, tools: Any) -> int:
         """Tokens of the ``tools`` list (0 when absent or empty)."""

@@ -1,7 +1,8 @@
-"""Failures the test upstream can inject, and the OpenAI-style error bodies it answers with.
+"""Failures the test upstream can inject, and the error bodies it answers with: OpenAI's
+shape, and Anthropic's for the Messages API.
 
-Each ``Fault`` is consumed by the next chat completion request it ``matches``; see
-``TestUpstream.inject``.
+Each ``Fault`` is consumed by the next chat completion (or Messages API) request it
+``matches``; see ``TestUpstream.inject``.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ FaultKind = Literal["status", "rate_limit", "delay", "drop", "body", "bad_usage"
 
 
 class Fault(BaseModel):
-    """A failure to inject into the next matching chat completion request.
+    """A failure to inject into the next matching chat completion or Messages API request.
 
-    - ``"status"``: answer ``status`` with ``body`` (default: an OpenAI-style error body);
-    - ``"rate_limit"``: answer 429 with OpenAI's ``rate_limit_exceeded`` body;
+    - ``"status"``: answer ``status`` with ``body`` (default: an OpenAI-style error body, or
+      for ``POST /v1/messages`` Anthropic's, e.g. 529 ``overloaded_error``);
+    - ``"rate_limit"``: answer 429 with OpenAI's ``rate_limit_exceeded`` body (Anthropic's
+      ``rate_limit_error`` for ``POST /v1/messages``);
     - ``"delay"``: sleep ``seconds``, then answer normally;
     - ``"drop"``: read the request, then close the connection without any response;
     - ``"body"``: answer ``status`` (default here: 200) with the bytes ``content`` as they are,
@@ -33,9 +36,11 @@ class Fault(BaseModel):
     ``seconds`` delays the answer of any kind (``"delay"``: then answers normally).
     ``retry_after`` (seconds) adds ``Retry-After`` and ``retry-after-ms`` headers to a
     ``"status"`` or ``"rate_limit"`` answer; without it they are not sent. ``match`` picks the
-    chat completions it applies to: ``"summary"`` (``tool_choice == "none"``), ``"agent"``
-    (all others) or ``"any"``; ``"embeddings"`` applies it to the next ``POST /v1/embeddings``
-    instead (kinds ``"status"``, ``"delay"``, ``"drop"``, ``"body"`` and ``"reset"``).
+    chat completions (and messages) it applies to: ``"summary"`` (``tool_choice == "none"``;
+    ``{"type": "none"}`` for messages), ``"agent"`` (all others) or ``"any"``;
+    ``"embeddings"`` applies it to the next ``POST /v1/embeddings`` instead (kinds
+    ``"status"``, ``"delay"``, ``"drop"``, ``"body"`` and ``"reset"``). ``"bad_usage"`` sets a
+    message's ``usage.input_tokens``.
     """
 
     kind: FaultKind
@@ -50,7 +55,8 @@ class Fault(BaseModel):
     match: Literal["any", "summary", "agent", "embeddings"] = "any"
 
     def matches(self, body: Mapping[str, Any]) -> bool:
-        """Whether this fault applies to a chat completion request with ``body``."""
+        """Whether this fault applies to a chat completion request with ``body`` (a Messages
+        API request is matched by its chat translation)."""
         if self.match == "embeddings":
             return False
         if self.match == "any":
@@ -126,3 +132,57 @@ def retry_headers(retry_after: float | None) -> dict[str, str]:
         return {}
     seconds = f"{retry_after:g}" if retry_after != int(retry_after) else str(int(retry_after))
     return {"Retry-After": seconds, "retry-after-ms": str(round(retry_after * 1000))}
+
+
+# --- Anthropic's shape (the Messages API) -------------------------------------------------------
+
+
+def anthropic_error_body(
+    message: str, *, type: str = "invalid_request_error", request_id: str | None = None
+) -> dict[str, Any]:
+    """An error body shaped like Anthropic's (``request_id``: added when given)."""
+    body: dict[str, Any] = {"type": "error", "error": {"type": type, "message": message}}
+    if request_id is not None:
+        body["request_id"] = request_id
+    return body
+
+
+_ANTHROPIC_STATUS_MESSAGES = {
+    400: ("Simulated bad request.", "invalid_request_error"),
+    401: ("invalid x-api-key", "authentication_error"),
+    402: ("Your credit balance is too low to access the Anthropic API.", "billing_error"),
+    403: (
+        "Your API key does not have permission to use the specified resource.",
+        "permission_error",
+    ),
+    404: ("The requested resource could not be found.", "not_found_error"),
+    413: ("Request exceeds the maximum allowed number of bytes.", "request_too_large"),
+    429: (
+        "This request would exceed the rate limit for your organization (org-test) of 50 "
+        "requests per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits. "
+        "You can see the response headers for current usage. Please reduce the prompt length or "
+        "the maximum tokens requested, or try again later.",
+        "rate_limit_error",
+    ),
+    500: ("Internal server error", "api_error"),
+    504: ("Request timed out.", "timeout_error"),
+    529: ("Overloaded", "overloaded_error"),
+}
+
+
+def anthropic_fault_body(status: int, request_id: str | None = None) -> dict[str, Any]:
+    """Anthropic's error body for a ``"status"`` or ``"rate_limit"`` fault answering ``status``.
+
+    ``status`` picks the error type as Anthropic does: 401 ``authentication_error``, 403
+    ``permission_error``, 404 ``not_found_error``, 429 ``rate_limit_error``, 500 ``api_error``,
+    529 ``overloaded_error``...; any other 4xx is an ``invalid_request_error`` and any other
+    5xx an ``api_error``.
+    """
+    message, kind = _ANTHROPIC_STATUS_MESSAGES.get(
+        status,
+        (
+            f"Simulated upstream error (HTTP {status}).",
+            "api_error" if status >= 500 else "invalid_request_error",
+        ),
+    )
+    return anthropic_error_body(message, type=kind, request_id=request_id)

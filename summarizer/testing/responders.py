@@ -110,11 +110,16 @@ def _summary_openings() -> tuple[str, ...]:
 
 def is_summary_request(body: Mapping[str, Any]) -> bool:
     """Whether ``body`` is one of summarizer's summary requests: ``tool_choice="none"`` (set
-    whenever the agent has tools), or a last user message opening with a summary instruction.
+    whenever the agent has tools; the Messages API's ``{"type": "none"}`` too), or a last user
+    message opening with a summary instruction.
 
-    ``body`` is a chat completion request, or a Responses API request (its ``input``: a string,
-    or items whose last is a user message with string content or a single text part)."""
-    if body.get("tool_choice") == "none":
+    ``body`` is a chat completion request, a Messages request, or a Responses API request (its
+    ``input``: a string, or items whose last is a user message with string content or a single
+    text part)."""
+    tool_choice = body.get("tool_choice")
+    if tool_choice == "none" or (
+        isinstance(tool_choice, Mapping) and tool_choice.get("type") == "none"
+    ):
         return True
     messages = body.get("messages")
     if messages is None and "input" in body:

@@ -1,11 +1,12 @@
 """Which endpoint answers a request: the test upstream's request handler.
 
-``POST /v1/chat/completions``, ``POST /v1/embeddings`` and the Responses API (``POST
-/v1/responses``, ``POST /v1/responses/compact``, ``GET /v1/responses/{id}``) go to their own
-modules; ``GET /v1/models`` and ``GET /v1/models/{id}`` are answered here; anything else is a 404
-with OpenAI's error body. Each request is recorded with its API (``"responses"`` for the
-Responses API, else ``"chat"``). A connection that is dropped (a fault) or that the client closed
-is closed.
+``POST /v1/chat/completions``, ``POST /v1/embeddings``, the Responses API (``POST
+/v1/responses``, ``POST /v1/responses/compact``, ``GET /v1/responses/{id}``) and Anthropic's
+``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` go to their own modules (``chat``,
+``embeddings``, ``responses_api``, ``messages_api``); ``GET /v1/models`` and ``GET
+/v1/models/{id}`` are answered here; anything else is a 404 with OpenAI's error body. Each request
+is recorded with its API (``"chat"``, ``"responses"`` or ``"messages"``). A connection that is
+dropped (a fault) or that the client closed is closed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit
 from .chat import chat_completions
 from .embeddings import embeddings
 from .faults import error_body
+from .messages_api import count_tokens, messages
 from .responses_api import response_get, responses_compact, responses_create
 from .transport import _Dropped, _Exchange
 
@@ -33,7 +35,13 @@ class _Handler(_Exchange):
             self.close_connection = True
             return
         path = urlsplit(self.path).path.rstrip("/")
-        self._api = "responses" if path.startswith("/v1/responses") else "chat"
+        self._api = (
+            "responses"
+            if path.startswith("/v1/responses")
+            else "messages"
+            if path.startswith("/v1/messages")
+            else "chat"
+        )
         try:
             if self.command == "POST" and path == "/v1/chat/completions":
                 chat_completions(self, raw)
@@ -45,6 +53,10 @@ class _Handler(_Exchange):
                 response_get(self, path.removeprefix("/v1/responses/"))
             elif self.command == "POST" and path == "/v1/embeddings":
                 embeddings(self, raw)
+            elif self.command == "POST" and path == "/v1/messages":
+                messages(self, raw)
+            elif self.command == "POST" and path == "/v1/messages/count_tokens":
+                count_tokens(self, raw)
             elif self.command == "GET" and path == "/v1/models":
                 self._models()
             elif self.command == "GET" and path.startswith("/v1/models/"):

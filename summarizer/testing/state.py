@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .accounting import PrefixCache, PromptTokenCounter
 from .faults import Fault
+from .messages_cache import MESSAGES_CACHE_MIN_TOKENS, MESSAGES_CACHE_TTL, BreakpointCache
+from .messages_chat import chat_body_for
 from .responders import Reply, Responder, echo_responder, is_summary_request
 
 __all__ = ["MAX_STORED_RESPONSES", "RecordedRequest", "StoredResponse", "UpstreamState"]
@@ -32,8 +35,12 @@ class RecordedRequest:
 
     ``status`` is ``None`` when the connection was dropped without a response. Token fields
     are ``None`` for requests that were not answered by the model. ``api`` names the API the
-    request used: ``"chat"`` (chat completions, and the other endpoints) or ``"responses"``
-    (``/v1/responses...``, whose ``body`` is the Responses API body).
+    request used: ``"chat"`` (chat completions, and the other endpoints), ``"responses"``
+    (``/v1/responses...``, whose ``body`` is the Responses API body) or ``"messages"`` (Anthropic's
+    Messages API, whose requests record their Anthropic body: ``prompt_tokens`` is then the whole
+    prompt (``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``),
+    ``cached_tokens`` the tokens read from the cache and ``cache_creation_tokens`` those written to
+    it (``None`` for other routes)).
     """
 
     method: str
@@ -47,16 +54,23 @@ class RecordedRequest:
     completion_tokens: int | None = None
     fault: str | None = None
     stream: bool = False
+    cache_creation_tokens: int | None = None
     api: str = "chat"
 
     @property
     def is_summary(self) -> bool:
-        """Whether this was a summary request (``tool_choice == "none"``), in either API."""
-        return isinstance(self.body, Mapping) and is_summary_request(self.body)
+        """Whether this was a summary request (``tool_choice`` ``"none"``, or the Messages
+        API's ``{"type": "none"}``; see :func:`~summarizer.testing.is_summary_request`)."""
+        if not isinstance(self.body, Mapping):
+            return False
+        if self.api == "messages":  # a text-block content is summary-detected as a string
+            return is_summary_request(chat_body_for(self.body))
+        return is_summary_request(self.body)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        """The request's messages (empty when there are none)."""
+        """The request's ``messages`` as sent (empty when there are none): chat messages, or
+        for ``api == "messages"`` the Anthropic messages (``system`` is not among them)."""
         if isinstance(self.body, Mapping) and isinstance(self.body.get("messages"), list):
             return list(self.body["messages"])
         return []
@@ -79,6 +93,10 @@ class UpstreamState:
     """The test upstream's settings, accounting, script and request log.
 
     Its request handlers read and update it; ``TestUpstream`` adds the socket that serves it.
+    ``cache`` is the chat completions' prompt cache (OpenAI's rules) and ``messages_cache``
+    the Messages API's (Anthropic's explicit caching: prefixes shorter than
+    ``messages_cache_min_tokens`` are not cached, entries live ``messages_cache_ttl`` seconds
+    by ``clock``; see :mod:`~summarizer.testing.messages_cache`).
     """
 
     def __init__(
@@ -89,6 +107,9 @@ class UpstreamState:
         model_name: str = "test-model",
         max_log: int | None = None,
         response_headers: Mapping[str, str] | None = None,
+        messages_cache_min_tokens: int = MESSAGES_CACHE_MIN_TOKENS,
+        messages_cache_ttl: float | None = MESSAGES_CACHE_TTL,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.context_window = context_window
         self.responder: Responder = responder if responder is not None else echo_responder
@@ -97,6 +118,9 @@ class UpstreamState:
         """Sent with every response, e.g. the ``Set-Cookie`` OpenAI's edge adds."""
         self.counter = PromptTokenCounter()
         self.cache = PrefixCache()
+        self.messages_cache = BreakpointCache(
+            min_tokens=messages_cache_min_tokens, ttl=messages_cache_ttl, clock=clock
+        )
         self._replies: deque[Reply] = deque()
         self._faults: deque[Fault] = deque()
         # Benchmarks send thousands of large bodies: they keep only the newest ``max_log``.
@@ -109,12 +133,14 @@ class UpstreamState:
     # scripting
 
     def enqueue(self, *replies: Reply | str) -> None:
-        """Replies for the next chat completions and responses, FIFO, used before the responder."""
+        """Replies for the next chat completions, responses and messages, FIFO, used before the
+        responder."""
         with self._lock:
             self._replies.extend(Reply(content=r) if isinstance(r, str) else r for r in replies)
 
     def inject(self, *faults: Fault) -> None:
-        """Faults, FIFO; each is consumed by the next chat completion or response it ``matches``."""
+        """Faults, FIFO; each is consumed by the next chat completion, response or message it
+        ``matches``."""
         with self._lock:
             self._faults.extend(faults)
 
@@ -142,8 +168,10 @@ class UpstreamState:
             self._log.clear()
 
     def reset_cache(self) -> None:
-        """Empty the prompt cache: the next request of any conversation is a cache miss."""
+        """Empty the prompt caches (both APIs'): the next request of any conversation is a
+        cache miss."""
         self.cache.clear()
+        self.messages_cache.clear()
 
     # used by the handler
 
@@ -152,7 +180,8 @@ class UpstreamState:
             self._log.append(record)
 
     def _take_fault(self, body: Mapping[str, Any] | None) -> Fault | None:
-        """The next fault for a model request with ``body`` (None: for an embeddings call)."""
+        """The next fault for a model request with ``body`` (a message: its chat translation;
+        None: for an embeddings call)."""
         with self._lock:
             for index, fault in enumerate(self._faults):
                 if fault.match == "embeddings" if body is None else fault.matches(body):

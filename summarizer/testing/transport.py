@@ -138,21 +138,26 @@ class _Exchange(BaseHTTPRequestHandler):
         headers: Mapping[str, str] | None = None,
         length: int | None = None,
     ) -> None:
-        """Answer ``data`` as is (``length``: a ``Content-Length`` to claim instead)."""
+        """Answer ``data`` as is (``length``: a ``Content-Length`` to claim instead).
+
+        Every answer carries OpenAI's ``x-request-id``, unless ``headers`` has Anthropic's
+        ``request-id`` instead.
+        """
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data) if length is None else length))
-        self.send_header("x-request-id", self.upstream._next_id("req_"))
+        if "request-id" not in (headers or {}):
+            self.send_header("x-request-id", self.upstream._next_id("req_"))
         for key, value in {**self.upstream.response_headers, **(headers or {})}.items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
 
-    def _send_half(self, payload: Any) -> None:
+    def _send_half(self, payload: Any, headers: Mapping[str, str] | None = None) -> None:
         """Send the first half of ``payload``'s JSON (claiming all of it), then reset."""
         whole = _json_bytes(payload)
-        self._send_bytes(200, whole[: len(whole) // 2], length=len(whole))
+        self._send_bytes(200, whole[: len(whole) // 2], headers=headers, length=len(whole))
         self._reset()
 
     def _reset(self) -> None:
@@ -171,6 +176,8 @@ class _Exchange(BaseHTTPRequestHandler):
         completion_tokens: int | None = None,
         fault: str | None = None,
         stream: bool = False,
+        cache_creation_tokens: int | None = None,
+        api: str | None = None,
     ) -> None:
         self.upstream._record(
             RecordedRequest(
@@ -185,13 +192,21 @@ class _Exchange(BaseHTTPRequestHandler):
                 completion_tokens=completion_tokens,
                 fault=fault,
                 stream=stream,
-                api=self._api,
+                cache_creation_tokens=cache_creation_tokens,
+                api=api or self._api,
             )
         )
 
-    def _fail(self, status: int, body: Any, payload: dict[str, Any], **record: Any) -> None:
+    def _fail(
+        self,
+        status: int,
+        body: Any,
+        payload: dict[str, Any],
+        headers: Mapping[str, str] | None = None,
+        **record: Any,
+    ) -> None:
         self._record(body, status, **record)
-        self._send_json(status, payload)
+        self._send_json(status, payload, headers)
 
     def _parse_json(self, raw: bytes) -> tuple[bool, Any]:
         try:
@@ -215,18 +230,21 @@ class _Exchange(BaseHTTPRequestHandler):
         chunk_delay: float = 0.0,
         reset_after: int | None = None,
         named: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         """Send ``chunks`` as SSE events (``reset_after``: that many, then reset).
 
-        ``named``: as the Responses API streams, each event with an ``event:`` line naming its
-        ``type`` and no ``data: [DONE]`` at the end.
+        ``named`` (the Responses API's and Anthropic's streams): each event is named by its
+        chunk's ``type`` (``event: <type>``) and the stream ends without OpenAI's ``data:
+        [DONE]``.
         """
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("x-request-id", self.upstream._next_id("req_"))
-        for key, value in self.upstream.response_headers.items():
+        if "request-id" not in (headers or {}):
+            self.send_header("x-request-id", self.upstream._next_id("req_"))
+        for key, value in {**self.upstream.response_headers, **(headers or {})}.items():
             self.send_header(key, value)
         self.end_headers()
         for number, chunk in enumerate(chunks):
