@@ -2,7 +2,8 @@
 
     python -m benchmarks.upstream --port 8900
 
-Answers every chat completion with a fixed one-word reply and no delay, keeping no request log.
+Answers every chat completion, response and message with a fixed one-word reply and no delay,
+keeping no request log.
 """
 
 from __future__ import annotations
