@@ -284,3 +284,172 @@ def test_the_agents_sdk_default_model_runs_a_long_session_through_the_proxy(
     assert all(r.status == 200 for r in upstream.requests)
     assert len(responses_requests(upstream, summary=True)) >= 2
     assert max(r.prompt_tokens or 0 for r in upstream.requests) <= 16_000
+
+
+def test_context_management_compaction_for_any_model_round_trips_through_the_client(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    """The OpenAI contract: past ``compact_threshold`` the response carries a compaction item
+    before the model's output; the client keeps items from the newest such item on (as OpenAI's
+    docs allow); the proxy expands it. Here the item is readable and the model is any model."""
+    session = CodingSession(turns=60, seed=21)
+    upstream.responder = ScriptedToolAgent(session.steps)
+    proxy = start_proxy(context_window=100_000)  # the client's threshold is what triggers
+    client = openai_client(proxy)
+    items: list[Any] = [{"role": "user", "content": session.task["content"]}]
+    compactions: list[dict[str, Any]] = []
+    for turn in range(61):
+        response = client.responses.create(
+            model=MODEL,
+            instructions=session.system["content"],
+            tools=responses_tools(session),  # type: ignore[arg-type]
+            input=items,
+            max_output_tokens=500,
+            store=False,
+            context_management=[{"type": "compaction", "compact_threshold": 12_000}],
+        )
+        output = [item.model_dump(exclude_none=True) for item in response.output]
+        found = [item for item in output if item["type"] == "compaction"]
+        if found:
+            assert output[0]["type"] == "compaction"  # before the model's output
+            compactions.append(found[0])
+            items = []  # everything before the newest compaction item is superseded
+        items.extend(output)
+        calls = [item for item in output if item["type"] == "function_call"]
+        if not calls:
+            break
+        for call in calls:
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": call["call_id"],
+                    "output": session.execute(turn, call["name"], call["arguments"]),
+                }
+            )
+    assert len(compactions) >= 2
+    item = compactions[0]
+    assert item["id"].startswith("cmp_summarizer_") and item["created_by"] == "summarizer"
+    readable = json.loads(item["encrypted_content"].split(":", 1)[1])
+    assert readable["summary"] and readable["items"][0]["role"] == "user"
+    agents = responses_requests(upstream)
+    assert all(r.status == 200 for r in upstream.requests)
+    for request in agents:  # the upstream never sees a compaction item: the proxy expands it
+        assert not any(i.get("type") == "compaction" for i in input_items(request.body))
+    assert max(r.prompt_tokens or 0 for r in agents) <= 12_000 + 2_500
+    final = "\n".join(texts(agents[-1].body["input"]))
+    for fact in session.planted:
+        assert fact.text in final, fact.text
+
+
+def test_a_streamed_compaction_item_comes_first_and_indices_follow(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    session = CodingSession(turns=40, seed=22)
+    upstream.responder = ScriptedToolAgent(session.steps)
+    proxy = start_proxy(context_window=100_000)
+    client = openai_client(proxy)
+    items: list[Any] = [{"role": "user", "content": session.task["content"]}]
+    announced = 0
+    for turn in range(41):
+        with client.responses.stream(
+            model=MODEL,
+            instructions=session.system["content"],
+            tools=responses_tools(session),  # type: ignore[arg-type]
+            input=items,
+            max_output_tokens=500,
+            store=False,
+            context_management=[{"type": "compaction", "compact_threshold": 10_000}],
+        ) as stream:
+            events = list(stream)
+            response = stream.get_final_response()
+        numbers = [event.sequence_number for event in events]
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+        added = [e for e in events if e.type == "response.output_item.added"]
+        output = [item.model_dump(exclude_none=True) for item in response.output]
+        if output[0]["type"] == "compaction":
+            announced += 1
+            assert added[0].item.type == "compaction" and added[0].output_index == 0
+            assert [e.output_index for e in added] == list(range(len(added)))
+            assert len(added) == len(output)
+            items = []
+        items.extend(output)
+        calls = [item for item in output if item["type"] == "function_call"]
+        if not calls:
+            break
+        for call in calls:
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": call["call_id"],
+                    "output": session.execute(turn, call["name"], call["arguments"]),
+                }
+            )
+    assert announced >= 2
+    assert all(r.status == 200 for r in upstream.requests)
+
+
+def test_an_altered_compaction_item_is_refused(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy()
+    item = {
+        "type": "compaction",
+        "id": "cmp_summarizer_x",
+        "encrypted_content": "summarizer.compaction.v1:{not json",
+    }
+    answer = httpx2.post(
+        f"{proxy.base_url}/responses",
+        json={"model": MODEL, "input": [item, {"role": "user", "content": "hi"}]},
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"]["param"] == "input[0].encrypted_content"
+    assert not responses_requests(upstream)
+
+
+def test_responses_compact_is_answered_for_any_model_and_its_output_continues(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    session = CodingSession(turns=30, seed=23)
+    upstream.responder = ScriptedToolAgent(session.steps)
+    proxy = start_proxy(context_window=100_000)
+    items = run_session(proxy, session, steps=12)  # a conversation well under any trigger
+    client = openai_client(proxy)
+    before = len(upstream.requests)
+    compacted = client.responses.compact(
+        model=MODEL, input=items, instructions=session.system["content"]
+    )
+    assert compacted.object == "response.compaction"
+    assert [item.type for item in compacted.output] == ["compaction"]
+    item = compacted.output[0].model_dump(exclude_none=True)
+    assert item["created_by"] == "summarizer"
+    # The proxy compacted it itself: summary requests upstream (a strict retry may follow a
+    # refused first answer), never a compact call.
+    sent = upstream.requests[before:]
+    assert sent and all(r.path == "/v1/responses" and r.is_summary for r in sent)
+    assert compacted.usage.input_tokens > 0
+    # The output is the next input: the conversation goes on from it.
+    reply = client.responses.create(
+        model=MODEL,
+        instructions=session.system["content"],
+        tools=responses_tools(session),  # type: ignore[arg-type]
+        input=[item, {"role": "user", "content": "Go on."}],
+        store=False,
+    )
+    assert reply.status == "completed"
+    upstream_input = input_items(responses_requests(upstream)[-1].body)
+    assert upstream_input[0] == items[0]  # the task, kept verbatim
+    assert not any(i.get("type") == "compaction" for i in upstream_input)
+    assert upstream_input[-1] == {"role": "user", "content": "Go on."}
+
+
+def test_responses_compact_with_nothing_to_compact_returns_the_input(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy()
+    given = [{"role": "user", "content": "Say hello."}]
+    compacted = openai_client(proxy).responses.compact(model=MODEL, input=given)  # type: ignore[arg-type]
+    assert [
+        item.model_dump(exclude_none=True, warnings=False) for item in compacted.output
+    ] == given
+    assert not upstream.requests

@@ -200,6 +200,15 @@ class Budget(BaseModel):
         """Window minus the reply reserve."""
         return self.context_window - self.reserve_output_tokens
 
+    def lowered_to(self, trigger: int) -> Budget:
+        """This budget with its trigger at most ``trigger`` tokens, and its target lowered in
+        the same proportion (a client's own compaction threshold; the window is unchanged)."""
+        if trigger >= self.trigger_tokens:
+            return self
+        trigger = max(1, trigger)
+        target = min(self.target_tokens, self.target_tokens * trigger // self.trigger_tokens)
+        return self.model_copy(update={"trigger_tokens": trigger, "target_tokens": target})
+
 
 def summary_cap_key(config: CompactionConfig, request: Mapping[str, Any]) -> str:
     """The field the summary request's completion cap goes in (``summary_cap_field``)."""
@@ -218,9 +227,14 @@ def requested_output_tokens(body: Mapping[str, Any]) -> int | None:
 
 
 def resolve_budget(
-    config: CompactionConfig, model: str, *, requested_output: int | None = None
+    config: CompactionConfig,
+    model: str,
+    *,
+    requested_output: int | None = None,
+    compact_threshold: int | None = None,
 ) -> Budget:
-    """Token figures for a request to ``model``; raises ``UnknownModelError`` when unknowable."""
+    """Token figures for a request to ``model``; raises ``UnknownModelError`` when unknowable.
+    ``compact_threshold``: a client's own trigger for this request (``Budget.lowered_to``)."""
     limits: ModelLimits | None = None
     if config.context_window is None or (
         config.reserve_output_tokens is None and requested_output is None
@@ -239,9 +253,25 @@ def resolve_budget(
             f"reply reserve of {reserve} tokens leaves nothing of the {window}-token window"
         )
     usable = window - reserve
-    return Budget(
+    budget = Budget(
         context_window=window,
         reserve_output_tokens=reserve,
         trigger_tokens=int(usable * config.trigger_ratio),
         target_tokens=int(usable * config.target_ratio),
+    )
+    return budget if compact_threshold is None else budget.lowered_to(compact_threshold)
+
+
+def turn_budget(
+    config: CompactionConfig,
+    model: str,
+    request: Mapping[str, Any],
+    compact_threshold: int | None = None,
+) -> Budget:
+    """``resolve_budget`` for one request: its own reply cap, and the client's threshold."""
+    return resolve_budget(
+        config,
+        model,
+        requested_output=requested_output_tokens(request),
+        compact_threshold=compact_threshold,
     )

@@ -40,6 +40,9 @@ class Turn:
     """The rest of the request body (its reply cap counts in the budget)."""
     namespace: str = ""
     """The tenant: sessions, checkpoints and calibration never cross namespaces."""
+    compact_threshold: int | None = None
+    """A client's own trigger for this request (the Responses API's ``context_management``
+    ``compact_threshold``): compaction is due past it even below the configured trigger."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .caches import ChainCache
-from .config import CompactionConfig, requested_output_tokens, resolve_budget
+from .config import CompactionConfig, turn_budget
 from .effects import Effects, FindCheckpoint, Found, RecordUsage, SaveCheckpoint, Saved, Turn
 from .errors import BudgetExceeded, SummaryFailed
 from .located import Located, SessionMemo, extends, view_of
@@ -100,9 +100,7 @@ class ContextEngine:
         """
         raw = list(turn.messages) if not isinstance(turn.messages, list) else turn.messages
         validate_messages(raw[:2])  # the cache's key is made from these
-        budget = resolve_budget(
-            self.config, turn.model, requested_output=requested_output_tokens(turn.request)
-        )
+        budget = turn_budget(self.config, turn.model, turn.request, turn.compact_threshold)
         counter = self.counter_for(turn.model)
         # Only what is new since this conversation was last seen is validated and hashed.
         digests, chain = self._chains.digests_and_chain(

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Generator
 
 from .config import CompactionConfig, summary_cap_key
-from .facts import Fact
+from .facts import Fact, is_summary_message, parse_ledger
 from .located import Located
-from .messages import first_index
+from .messages import content_text, first_index
 from .planner import Plan, ViewItem
 from .prompt_set import PromptSet
 from .results import SummarizeCall, SummaryOutcome
@@ -46,6 +46,10 @@ def summarize_runs(
                 slot = previous.slot_at(item.replaces[0])
                 if slot is not None:
                     folded.extend(Fact.model_validate(f) for f in slot.ledger)
+            elif item.replaces is None and is_summary_message(item.message):
+                # A summary the client sent back (a Responses compaction item, expanded): its
+                # ledger was extracted verbatim when it was written; extraction skips summaries.
+                folded.extend(parse_ledger(content_text(item.message)))
         start = len(compacted)
         with_run = [*compacted, *located.view[run.start : run.stop]]
         request = RunRequest(

@@ -66,6 +66,7 @@ _CONTEXT_LENGTH_PHRASES = (
     "context length",
     "context window",
     "prompt is too long",
+    "exceed context limit",  # Anthropic: "input length and `max_tokens` exceed context limit"
     "too many tokens",
     "input is too long",
 )

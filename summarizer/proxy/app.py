@@ -6,6 +6,7 @@ Routes:
   (``messages_request``); ``/v1/messages/count_tokens`` passes through;
 - ``POST /v1/responses``: OpenAI's Responses API, likewise (``responses_request``); a request whose
   history the provider keeps (``previous_response_id``) passes through, with a warning header;
+  ``POST /v1/responses/compact`` is answered by the proxy for any model (``responses_compact``);
 - ``GET /v1/summarizer/sessions/{id}``: a session's checkpoints, to its own credential only;
 - every other ``/v1/...`` route: passed through unchanged, streaming included;
 - ``GET /healthz`` and ``GET /metrics`` (Prometheus text).
@@ -37,6 +38,7 @@ from .intake import BodyTimeout, ClientGone, body_pieces, unread_body_response
 from .messages_request import parse_messages_request
 from .metrics import CONTENT_TYPE
 from .paths import UnsafePath, upstream_path
+from .responses_compact import responses_compact
 from .responses_request import parse_responses_request
 from .settings import Settings
 from .state import ProxyState
@@ -283,6 +285,7 @@ def create_app(
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
+        Route("/v1/responses/compact", responses_compact, methods=["POST"]),
         Route("/v1/summarizer/sessions/{session:path}", session_checkpoints, methods=["GET"]),
         Route(
             "/v1/{path:path}",

@@ -114,6 +114,8 @@ class ChatExchange:
         if completion is None:
             return invalid_answer(self.state, response.status_code)
         await self.context.observe(self.chat.answer_usage(completion))
+        if response.is_success and self.chat.rewrite_answer(completion, self.context.result):
+            content = json.dumps(completion).encode()
         headers = {
             k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
         }
@@ -196,6 +198,7 @@ class ChatExchange:
     async def relay(self, response: httpx2.Response) -> AsyncIterator[bytes]:
         """The upstream's events as they arrive, minus a usage chunk the client did not want."""
         splitter = sse.EventSplitter()
+        rewrite = self.chat.event_rewriter(self.context.result)
         try:
             async for chunk in response.aiter_bytes():
                 out = []
@@ -205,7 +208,7 @@ class ChatExchange:
                         await self.context.observe(usage)
                         if not self.chat.keep_event(event):
                             continue
-                    out.append(event)
+                    out.append(event if rewrite is None else rewrite(event))
                 if out:
                     yield b"".join(out)
             rest = splitter.rest()

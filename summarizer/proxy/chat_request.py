@@ -60,6 +60,14 @@ class ManagedRequest(Protocol):
         """Whether an event that reported usage is relayed to the client."""
         ...
 
+    def rewrite_answer(self, answer: dict[str, Any], result: PrepareResult | None) -> bool:
+        """Change a whole success answer in place for ``result``; whether anything changed."""
+        ...
+
+    def event_rewriter(self, result: PrepareResult | None) -> Callable[[bytes], bytes] | None:
+        """Rewrites each event of a streamed answer for ``result`` (None: relayed as is)."""
+        ...
+
 
 @dataclass
 class ChatRequest:
@@ -112,6 +120,14 @@ class ChatRequest:
     def keep_event(self, event: bytes) -> bool:
         """All but the usage-only chunk the proxy asked for and the client did not."""
         return wants_usage(self.body) or not sse.is_usage_only(event)
+
+    def rewrite_answer(self, answer: dict[str, Any], result: PrepareResult | None) -> bool:
+        """A completion is relayed as the upstream wrote it."""
+        return False
+
+    def event_rewriter(self, result: PrepareResult | None) -> Callable[[bytes], bytes] | None:
+        """Chunks are relayed as the upstream wrote them."""
+        return None
 
 
 def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:

@@ -113,6 +113,14 @@ class MessagesRequest:
         """Every event is relayed."""
         return True
 
+    def rewrite_answer(self, answer: dict[str, Any], result: PrepareResult | None) -> bool:
+        """A message is relayed as the upstream wrote it."""
+        return False
+
+    def event_rewriter(self, result: PrepareResult | None) -> Callable[[bytes], bytes] | None:
+        """Events are relayed as the upstream wrote them."""
+        return None
+
 
 def prompt_usage(usage: Any) -> dict[str, Any] | None:
     """Anthropic's ``usage`` as ``{"prompt_tokens": whole prompt, "cached_tokens": read}``."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from starlette.responses import Response
 
 from ..core.codecs.responses import ResponsesCodec, ResponsesDecoded, history_at_provider
+from ..core.codecs.responses_compaction import compaction_item, expand
 from ..core.effects import Turn
 from ..core.errors import HistoryNotInRequest, InvalidConversation
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
@@ -25,6 +26,7 @@ from .body import NestingTooDeep, parse_body, replaced_body
 from .errors import error_response
 from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
 from .messages_summary import summary_cap, tokens
+from .responses_events import CompactionAnnouncer
 from .wire_summary import WireSummaryClient
 
 if TYPE_CHECKING:
@@ -69,6 +71,8 @@ class ResponsesRequest:
     decoded: ResponsesDecoded | None
     """None when the history is not in the request (``unmanaged`` says why)."""
     unmanaged: str | None = None
+    compact_threshold: int | None = None
+    """``context_management``'s compaction threshold, when the client asked for compaction."""
 
     def turn(self) -> Turn:
         """The request as the engine sees it (``max_output_tokens`` is the reply's reserve)."""
@@ -81,6 +85,7 @@ class ResponsesRequest:
             session=self.session,
             request=self.body,
             namespace=self.namespace,
+            compact_threshold=self.compact_threshold,
         )
 
     def outgoing(self, result: PrepareResult | None) -> bytes:
@@ -135,6 +140,39 @@ class ResponsesRequest:
     def keep_event(self, event: bytes) -> bool:
         """Every event is relayed."""
         return True
+
+    def announced(self, result: PrepareResult | None) -> dict[str, Any] | None:
+        """The compaction item to put before the model's output: when the client asked for
+        compaction (``context_management``) and this request was compacted."""
+        return None if self.compact_threshold is None else self.announced_item(result)
+
+    def announced_item(self, result: PrepareResult | None) -> dict[str, Any] | None:
+        """The compaction item standing for ``result``'s input, if it was compacted."""
+        if result is None or not result.compacted or self.decoded is None:
+            return None
+        compacted = CODEC.encode(self.decoded, list(result.messages))["input"]
+        if isinstance(compacted, str):
+            compacted = [{"type": "message", "role": "user", "content": compacted}]
+        written = (m for m in result.messages if id(m) not in self.decoded.origins)
+        summary = next((m for m in written if m.get("role") == "user"), None)
+        text = summary.get("content") if summary is not None else None
+        readable = text if isinstance(text, str) else ""
+        return compaction_item(readable, compacted, result.checkpoint_id)
+
+    def rewrite_answer(self, answer: dict[str, Any], result: PrepareResult | None) -> bool:
+        """Put the announced compaction item first in a whole answer's ``output``; whether
+        anything changed."""
+        item = self.announced(result)
+        if item is None or not isinstance(answer.get("output"), list):
+            return False
+        answer["output"] = [item, *answer["output"]]
+        return True
+
+    def event_rewriter(self, result: PrepareResult | None) -> Callable[[bytes], bytes] | None:
+        """For a streamed answer: the events, with the announced compaction item added first
+        (``stream_events.CompactionAnnouncer``); None when there is none to announce."""
+        item = self.announced(result)
+        return None if item is None else CompactionAnnouncer(item)
 
 
 def prompt_usage(usage: Any) -> dict[str, Any] | None:
@@ -207,6 +245,15 @@ def parse_responses_request(raw: bytes, headers: Any) -> ResponsesRequest | Resp
         return bad_session
     decoded: ResponsesDecoded | None = None
     unmanaged: str | None = None
+    threshold = compaction_threshold(body.get("context_management"))
+    if isinstance(body.get("input"), list):
+        try:
+            expanded = expand(body["input"])
+        except InvalidConversation as exc:
+            return error_response(400, str(exc), param=exc.param, code="invalid_value")
+        if expanded is not None:  # what the upstream reads; the client's bytes cannot go
+            raw = replaced_body(raw, body, {"input": expanded})
+            body = {**body, "input": expanded}
     if history_at_provider(body):
         unmanaged = next(
             (key for key in ("previous_response_id", "conversation") if body.get(key)),
@@ -229,4 +276,17 @@ def parse_responses_request(raw: bytes, headers: Any) -> ResponsesRequest | Resp
         headers=headers,
         decoded=decoded,
         unmanaged=unmanaged,
+        compact_threshold=threshold,
     )
+
+
+def compaction_threshold(entries: Any) -> int | None:
+    """The ``compact_threshold`` of a ``context_management`` compaction entry (None: the client
+    did not ask for compaction). An entry without a threshold asks for the proxy's own."""
+    if not isinstance(entries, list):
+        return None
+    for entry in entries:
+        if isinstance(entry, Mapping) and entry.get("type") == "compaction":
+            value = entry.get("compact_threshold")
+            return value if type(value) is int and value > 0 else 1 << 62
+    return None
