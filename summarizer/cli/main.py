@@ -225,6 +225,15 @@ def serve(
             "(default: 30)"
         ),
     ] = None,
+    responses_upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="What serves /v1/responses: 'responses' (the upstream has the Responses API) "
+            "or 'chat' (a chat-completions-only upstream such as vLLM, llama.cpp or Ollama: "
+            "each request is translated; see the README for what is lost). "
+            "(default: responses)"
+        ),
+    ] = None,
     cache_breakpoints: Annotated[
         str | None,
         typer.Option(
@@ -267,6 +276,7 @@ def serve(
             client_keys=client_key or None,
             body_read_timeout=body_read_timeout,
             cache_breakpoints=cache_breakpoints,
+            responses_upstream=responses_upstream,
         )
         run_server(settings)
     except SummarizerError as exc:

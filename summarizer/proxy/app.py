@@ -57,7 +57,11 @@ async def messages(request: Request) -> Response:
 
 async def responses(request: Request) -> Response:
     """``POST /v1/responses`` (OpenAI's Responses API), context-managed like chat completions."""
-    return await serve_managed(request, parse_responses_request)
+    state: ProxyState = request.app.state.proxy
+    chat = state.settings.responses_upstream == "chat"
+    return await serve_managed(
+        request, functools.partial(parse_responses_request, chat_upstream=chat)
+    )
 
 
 async def healthz(request: Request) -> Response:

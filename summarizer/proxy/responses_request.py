@@ -10,6 +10,7 @@ with the warning header, a log line and ``summarizer_unmanaged_requests_total`` 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from starlette.responses import Response
 
 from ..core.codecs.responses import ResponsesCodec, ResponsesDecoded, history_at_provider
+from ..core.codecs.responses_chat import chat_request, dumps, response_from_completion
+from ..core.codecs.responses_chat_stream import ChatStreamTranslator
 from ..core.codecs.responses_compaction import compaction_item, expand
 from ..core.effects import Turn
 from ..core.errors import HistoryNotInRequest, InvalidConversation
@@ -219,8 +222,11 @@ def responses_summary_outcome(content: bytes, latency: float) -> SummaryOutcome:
     )
 
 
-def parse_responses_request(raw: bytes, headers: Any) -> ResponsesRequest | Response:
-    """The request, or the 400 saying what is wrong with it (OpenAI's error shape)."""
+def parse_responses_request(
+    raw: bytes, headers: Any, *, chat_upstream: bool = False
+) -> ResponsesRequest | Response:
+    """The request, or the 400 saying what is wrong with it (OpenAI's error shape).
+    ``chat_upstream``: the upstream speaks chat completions only (a translated request)."""
     try:
         body = parse_body(raw)
     except NestingTooDeep as exc:
@@ -266,7 +272,18 @@ def parse_responses_request(raw: bytes, headers: Any) -> ResponsesRequest | Resp
             decoded = CODEC.decode(body)
         except InvalidConversation as exc:
             return error_response(400, str(exc), param=exc.param, code="invalid_value")
-    return ResponsesRequest(
+    if chat_upstream and decoded is None:
+        return error_response(
+            400,
+            f"This proxy serves the Responses API from a chat-completions upstream, which keeps "
+            f"no conversation: '{unmanaged}' cannot be used; send the whole input.",
+            param=unmanaged if unmanaged != "no_input" else "input",
+            code="unsupported_parameter",
+        )
+    kind = TranslatedResponsesRequest if chat_upstream else ResponsesRequest
+    extra = {"response_id": f"resp_{secrets.token_hex(12)}"} if chat_upstream else {}
+    return kind(
+        **extra,
         raw=raw,
         body=body,
         model=model,
@@ -290,3 +307,74 @@ def compaction_threshold(entries: Any) -> int | None:
             value = entry.get("compact_threshold")
             return value if type(value) is int and value > 0 else 1 << 62
     return None
+
+
+@dataclass
+class TranslatedResponsesRequest(ResponsesRequest):
+    """A Responses request served by a chat-completions-only upstream
+    (``Settings.responses_upstream == "chat"``): sent as a chat completion, answered as a
+    Response (``core.codecs.responses_chat``), summary calls as chat completions."""
+
+    upstream_path: ClassVar[str] = "/chat/completions"
+    response_id: str = ""
+
+    def outgoing(self, result: PrepareResult | None) -> bytes:
+        """The chat completion request for the engine's conversation."""
+        assert self.decoded is not None
+        messages = result.messages if result is not None else self.decoded.messages
+        return dumps(chat_request(self.body, messages, self.decoded.tools)).encode()
+
+    def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
+        """Summary calls as chat completions (the engine's own body), with the client's
+        headers."""
+        return state.summarizer_for(self.headers)
+
+    def answer_usage(self, answer: Mapping[str, Any]) -> Any:
+        """A chat completion's ``usage``."""
+        return answer.get("usage")
+
+    def event_usage(self, event: bytes) -> Any:
+        """A chunk's ``usage``."""
+        return sse.usage_of(event)
+
+    def rewrite_answer(self, answer: dict[str, Any], result: PrepareResult | None) -> bool:
+        """The completion becomes the Response (the compaction item first, when announced)."""
+        response = response_from_completion(self.body, answer, self.response_id)
+        item = self.announced(result)
+        if item is not None:
+            response["output"] = [item, *response["output"]]
+        answer.clear()
+        answer.update(response)
+        return True
+
+    def event_rewriter(self, result: PrepareResult | None) -> Callable[[bytes], bytes] | None:
+        """Each chunk becomes the Responses events it makes."""
+        translator = ChatStreamTranslator(self.body, self.response_id)
+        item = self.announced(result)
+        announce = None if item is None else CompactionAnnouncer(item)
+
+        def rewrite(event: bytes) -> bytes:
+            data = sse.event_data(event).strip()
+            if not data:
+                return b""  # a comment or keepalive: the client has its own
+            if data == b"[DONE]":
+                events = translator.finish()
+            else:
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    return b""
+                if not isinstance(chunk, dict):
+                    return b""
+                if isinstance(chunk.get("error"), dict):
+                    return b"event: error\ndata: " + data + b"\n\n"
+                events = translator.feed(chunk)
+            out = [
+                b"event: " + e["type"].encode() + b"\ndata: " + dumps(e).encode() + b"\n\n"
+                for e in events
+            ]
+            if announce is not None:
+                out = [announce(piece) for piece in out]
+            return b"".join(out)
+
+        return rewrite

@@ -98,6 +98,10 @@ class Settings(ConfigurationModel):
     digests; a value already of that form is taken as a digest."""
     body_read_timeout: float = Field(default=30.0, gt=0)
     """Seconds to wait for each next piece of a request body before answering 408."""
+    responses_upstream: Literal["responses", "chat"] = "responses"
+    """What serves ``/v1/responses``: an upstream with the Responses API (``responses``), or a
+    chat-completions-only one (``chat``: vLLM, llama.cpp, Ollama), to which the proxy translates
+    each request and from which it builds the Response (see the README for what is lost)."""
     cache_breakpoints: Literal["managed", "client"] = "managed"
     """Anthropic prompt-cache breakpoints on ``/v1/messages``: ``managed`` places them (end of
     system, the summary, the newest message) when a request carries none; ``client`` leaves
