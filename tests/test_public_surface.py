@@ -23,6 +23,7 @@ PUBLIC_BY_MODULE = {
         "ConfigurationError",
         "ConversionError",
         "InvalidConversation",
+        "HistoryNotInRequest",
         "SummarizerError",
         "SummaryFailed",
         "TokenizerUnavailable",
