@@ -19,6 +19,7 @@ from summarizer.testing import (
     RecordedRequest,
     Reply,
     RoutingResponder,
+    ScriptedToolAgent,
     TestUpstream,
     ToolCallSpec,
     chat_body_for,
@@ -291,6 +292,36 @@ def test_tool_choice_none_is_a_summary_request_for_routing_faults_and_the_log(
     summary = client.messages.create(model=MODEL, max_tokens=50, **kwargs)
     assert summary.content[0].text == "SUMMARY"  # type: ignore[union-attr]
     assert [r.is_summary for r in up.requests] == [False, True, True]
+
+
+def test_scripted_agent_and_summary_responder_answer_messages(up: TestUpstream) -> None:
+    agent = ScriptedToolAgent([("read_file", {"path": "billing/dates.py"})])
+    up.responder = agent
+    client = client_for(up)
+    step = client.messages.create(model=MODEL, max_tokens=100, tools=TOOLS, messages=[user("go")])
+    assert step.content[0].type == "tool_use"
+    assert step.content[0].input == {"path": "billing/dates.py"}
+    history: Any = [
+        user("Fix the date parser.\nNOTE: the customer id is C-4411"),
+        {"role": "assistant", "content": [step.content[0].model_dump(exclude_none=True)]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": step.content[0].id,
+                    "content": "def p(): ...",
+                },
+                {"type": "text", "text": "Summarize the conversation so far."},
+            ],
+        },
+    ]
+    summary = client.messages.create(
+        model=MODEL, max_tokens=2000, tools=TOOLS, tool_choice={"type": "none"}, messages=history
+    )
+    text = summary.content[0].text  # type: ignore[union-attr]
+    assert "NOTE: the customer id is C-4411" in text
+    assert (agent.agent_requests, agent.summary_requests) == (1, 1)
 
 
 def test_max_tokens_cuts_the_answer(up: TestUpstream) -> None:
