@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import functools
 import itertools
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import openai
@@ -27,6 +25,7 @@ from ..library.wrapping import wrap
 from ..testing import ScriptedToolAgent, TestUpstream
 from ..testing.scenario import CodingSession
 from .demo_messages import anthropic_tools, conversation, messages_agent, messages_turn, texts
+from .demo_proxy import demo_proxy, session_lookup
 from .demo_responses import conversation as responses_conversation
 from .demo_responses import responses_agent, responses_tools, responses_turn
 
@@ -101,32 +100,17 @@ def _agent_client(
         finally:
             raw_client.close()
         return
-    from ..proxy.server import ProxyServer
-    from ..proxy.settings import Settings
+    with demo_proxy(upstream, context_window, record, config) as proxy:
+        client = openai.OpenAI(base_url=proxy.base_url, api_key="demo-key", max_retries=0)
 
-    with tempfile.TemporaryDirectory(prefix="summarizer-demo-") as folder:
-        settings = Settings(
-            upstream=upstream.base_url,
-            port=0,
-            db=Path(folder) / "checkpoints.db",
-            context_window=context_window,
-            **config,
-        )
-        with ProxyServer(settings, on_compaction=record) as proxy:
-            client = openai.OpenAI(base_url=proxy.base_url, api_key="demo-key", max_retries=0)
+        def create(**kwargs: Any) -> tuple[Any, str | None]:
+            raw = client.chat.completions.with_raw_response.create(**kwargs)
+            return raw.parse(), raw.headers.get("x-summarizer-session")
 
-            def create(**kwargs: Any) -> tuple[Any, str | None]:
-                raw = client.chat.completions.with_raw_response.create(**kwargs)
-                return raw.parse(), raw.headers.get("x-summarizer-session")
-
-            def lookup(session: str) -> dict[str, Any] | None:
-                found = client.get(f"/summarizer/sessions/{session}", cast_to=object)
-                return found if isinstance(found, dict) else None
-
-            try:
-                yield create, lookup
-            finally:
-                client.close()
+        try:
+            yield create, session_lookup(client)
+        finally:
+            client.close()
 
 
 def run_coding_session(

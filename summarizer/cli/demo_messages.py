@@ -9,15 +9,14 @@ for the session table (append-only checks and planted facts).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigurationError
 from ..core.results import CompactionEvent
 from ..testing import TestUpstream
+from .demo_proxy import demo_proxy
 
 Create = Callable[..., tuple[Any, str | None]]
 
@@ -49,38 +48,27 @@ def messages_agent(
         raise ConfigurationError(
             "the Messages demo drives the anthropic SDK: pip install anthropic (or summarizer[dev])"
         ) from exc
-    from ..proxy.server import ProxyServer
-    from ..proxy.settings import Settings
-
-    with tempfile.TemporaryDirectory(prefix="summarizer-demo-") as folder:
-        settings = Settings(
-            upstream=upstream.base_url,
-            port=0,
-            db=Path(folder) / "checkpoints.db",
-            context_window=context_window,
-            **config,
+    with demo_proxy(upstream, context_window, record, config) as proxy:
+        client = anthropic.Anthropic(
+            base_url=proxy.base_url.removesuffix("/v1"), api_key="demo-key", max_retries=0
         )
-        with ProxyServer(settings, on_compaction=record) as proxy:
-            client = anthropic.Anthropic(
-                base_url=proxy.base_url.removesuffix("/v1"), api_key="demo-key", max_retries=0
+
+        def create(**kwargs: Any) -> tuple[Any, str | None]:
+            raw = client.messages.with_raw_response.create(**kwargs)
+            return raw.parse(), raw.headers.get("x-summarizer-session")
+
+        def lookup(session: str) -> dict[str, Any] | None:
+            found = client.get(
+                f"/v1/summarizer/sessions/{session}",
+                cast_to=object,
+                options={"headers": {"x-api-key": "demo-key"}},
             )
+            return found if isinstance(found, dict) else None
 
-            def create(**kwargs: Any) -> tuple[Any, str | None]:
-                raw = client.messages.with_raw_response.create(**kwargs)
-                return raw.parse(), raw.headers.get("x-summarizer-session")
-
-            def lookup(session: str) -> dict[str, Any] | None:
-                found = client.get(
-                    f"/v1/summarizer/sessions/{session}",
-                    cast_to=object,
-                    options={"headers": {"x-api-key": "demo-key"}},
-                )
-                return found if isinstance(found, dict) else None
-
-            try:
-                yield create, lookup
-            finally:
-                client.close()
+        try:
+            yield create, lookup
+        finally:
+            client.close()
 
 
 def messages_turn(

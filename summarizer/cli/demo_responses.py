@@ -9,16 +9,15 @@ request for the session table.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import openai
 
 from ..core.results import CompactionEvent
 from ..testing import TestUpstream
+from .demo_proxy import demo_proxy, session_lookup
 
 Create = Callable[..., tuple[Any, str | None]]
 
@@ -37,32 +36,17 @@ def responses_agent(
 ) -> Iterator[tuple[Create, Callable[[str], Any]]]:
     """The proxy on a free port and an ``openai`` client pointed at it: ``create(**kwargs)``
     returns the response and the session header."""
-    from ..proxy.server import ProxyServer
-    from ..proxy.settings import Settings
+    with demo_proxy(upstream, context_window, record, config) as proxy:
+        client = openai.OpenAI(base_url=proxy.base_url, api_key="demo-key", max_retries=0)
 
-    with tempfile.TemporaryDirectory(prefix="summarizer-demo-") as folder:
-        settings = Settings(
-            upstream=upstream.base_url,
-            port=0,
-            db=Path(folder) / "checkpoints.db",
-            context_window=context_window,
-            **config,
-        )
-        with ProxyServer(settings, on_compaction=record) as proxy:
-            client = openai.OpenAI(base_url=proxy.base_url, api_key="demo-key", max_retries=0)
+        def create(**kwargs: Any) -> tuple[Any, str | None]:
+            raw = client.responses.with_raw_response.create(**kwargs)
+            return raw.parse(), raw.headers.get("x-summarizer-session")
 
-            def create(**kwargs: Any) -> tuple[Any, str | None]:
-                raw = client.responses.with_raw_response.create(**kwargs)
-                return raw.parse(), raw.headers.get("x-summarizer-session")
-
-            def lookup(session: str) -> dict[str, Any] | None:
-                found = client.get(f"/summarizer/sessions/{session}", cast_to=object)
-                return found if isinstance(found, dict) else None
-
-            try:
-                yield create, lookup
-            finally:
-                client.close()
+        try:
+            yield create, session_lookup(client)
+        finally:
+            client.close()
 
 
 def responses_turn(
