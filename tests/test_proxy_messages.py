@@ -19,6 +19,7 @@ import anthropic
 import httpx2
 import pytest
 
+from summarizer.cli.demo_messages import texts
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.settings import Settings
 from summarizer.testing import Fault, RecordedRequest, ScriptedToolAgent, TestUpstream
@@ -71,17 +72,6 @@ def without_cache_control(value: Any) -> Any:
     if isinstance(value, list):
         return [without_cache_control(v) for v in value]
     return value
-
-
-def texts(value: Any) -> list[str]:
-    """Every string in a Messages conversation (text blocks, tool results, summaries)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in texts(v)]
-    if isinstance(value, list):
-        return [t for v in value for t in texts(v)]
-    return []
 
 
 def run_session(

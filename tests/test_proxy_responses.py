@@ -18,6 +18,7 @@ import httpx2
 import openai
 import pytest
 
+from summarizer.cli.demo_messages import texts
 from summarizer.proxy import ProxyServer
 from summarizer.testing import RecordedRequest, ScriptedToolAgent, TestUpstream
 from summarizer.testing.scenario import CodingSession
@@ -63,16 +64,6 @@ def input_items(body: dict[str, Any]) -> list[Any]:
     return (
         [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else given
     )
-
-
-def texts(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in texts(v)]
-    if isinstance(value, list):
-        return [t for v in value for t in texts(v)]
-    return []
 
 
 def run_session(
@@ -235,14 +226,17 @@ def test_bad_requests_get_openais_error_shape(
     assert not responses_requests(upstream)
 
 
+@pytest.mark.parametrize("served_by", ["responses", "chat"])
 def test_the_agents_sdk_default_model_runs_a_long_session_through_the_proxy(
-    upstream: TestUpstream, start_proxy: ProxyFactory
+    upstream: TestUpstream, start_proxy: ProxyFactory, served_by: str
 ) -> None:
+    """Its default model class speaks the Responses API; the upstream has that API, or only
+    chat completions (``--responses-upstream chat``)."""
     agents = pytest.importorskip("agents")
     session = CodingSession(turns=60, seed=8)
     scripted = ScriptedToolAgent(session.steps)
     upstream.responder = scripted
-    proxy = start_proxy(context_window=16_000)
+    proxy = start_proxy(context_window=16_000, responses_upstream=served_by)
     turn = {"n": 0}
 
     def tool(name: str) -> Any:
@@ -279,10 +273,11 @@ def test_the_agents_sdk_default_model_runs_a_long_session_through_the_proxy(
     result = agents.Runner.run_sync(agent, session.task["content"], max_turns=200)
     assert result.final_output == session.steps[-1]  # the script's closing text
     assert scripted.finished
-    sent = responses_requests(upstream)
-    assert len(sent) >= 61
+    route = "/v1/responses" if served_by == "responses" else "/v1/chat/completions"
+    assert {r.path for r in upstream.requests} == {route}
+    assert len([r for r in upstream.requests if not r.is_summary]) >= 61
+    assert len([r for r in upstream.requests if r.is_summary]) >= 2
     assert all(r.status == 200 for r in upstream.requests)
-    assert len(responses_requests(upstream, summary=True)) >= 2
     assert max(r.prompt_tokens or 0 for r in upstream.requests) <= 16_000
 
 

@@ -1,6 +1,7 @@
 """``/v1/responses`` served by a chat-completions-only upstream (``--responses-upstream chat``):
 the proxy translates each request to a chat completion and builds the Response, whole or
-streamed, with the real ``openai`` SDK and the Agents SDK reading it."""
+streamed, with the real ``openai`` SDK reading it (the Agents SDK's run on such an upstream is in
+``test_proxy_responses``)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx2
-import openai
 import pytest
 
+from summarizer.cli.demo_messages import texts
 from summarizer.testing import ScriptedToolAgent, TestUpstream
 from summarizer.testing.scenario import CodingSession
 
 from .conftest import ProxyFactory
-from .test_proxy_responses import (
-    KEY,
-    MODEL,
-    openai_client,
-    responses_requests,
-    run_session,
-    texts,
-)
+from .test_proxy_responses import KEY, MODEL, openai_client, responses_requests, run_session
 
 
 @pytest.fixture
@@ -104,45 +98,3 @@ def test_provider_state_is_refused_with_a_chat_upstream(
     assert answer.status_code == 400
     assert answer.json()["error"]["param"] == "previous_response_id"
     assert not upstream.requests
-
-
-def test_the_agents_sdk_runs_on_a_chat_only_upstream(
-    upstream: TestUpstream, start_proxy: ProxyFactory
-) -> None:
-    agents = pytest.importorskip("agents")
-    session = CodingSession(turns=60, seed=32)
-    upstream.responder = ScriptedToolAgent(session.steps)
-    proxy = start_proxy(context_window=16_000, responses_upstream="chat")
-    counter = {"n": 0}
-
-    @agents.function_tool
-    def read_file(path: str) -> str:
-        """Read a file of the repository."""
-        counter["n"] += 1
-        return session.execute(counter["n"], "read_file", {"path": path})
-
-    @agents.function_tool
-    def search(pattern: str) -> str:
-        """Search the repository for a pattern."""
-        counter["n"] += 1
-        return session.execute(counter["n"], "search", {"pattern": pattern})
-
-    @agents.function_tool
-    def run(command: str) -> str:
-        """Run a shell command."""
-        counter["n"] += 1
-        return session.execute(counter["n"], "run", {"command": command})
-
-    client = openai.AsyncOpenAI(base_url=proxy.base_url, api_key=KEY, max_retries=0)
-    agents.set_tracing_disabled(True)
-    agent = agents.Agent(
-        name="coder",
-        instructions=session.system["content"],
-        tools=[read_file, search, run],
-        model=agents.OpenAIResponsesModel(model=MODEL, openai_client=client),
-    )
-    result = agents.Runner.run_sync(agent, session.task["content"], max_turns=200)
-    assert result.final_output == session.steps[-1]
-    assert not responses_requests(upstream)
-    assert len(chat_requests(upstream, summary=True)) >= 2
-    assert all(r.status == 200 for r in upstream.requests)

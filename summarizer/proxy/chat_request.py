@@ -70,11 +70,9 @@ class ManagedRequest(Protocol):
 
 
 @dataclass
-class ChatRequest:
-    """A parsed, checked chat completion request and who sent it."""
-
-    upstream_path: ClassVar[str] = "/chat/completions"
-    api: ClassVar[str] = "openai"
+class ParsedRequest:
+    """What every managed request has: its bytes, their parse, its model and whether it streams,
+    and who sent it (the credential's namespace, the session it names)."""
 
     raw: bytes
     body: dict[str, Any]
@@ -83,6 +81,40 @@ class ChatRequest:
     namespace: str
     session: str | None
     headers: Any
+
+
+def json_object_body(raw: bytes) -> dict[str, Any] | Response:
+    """A request body parsed as a JSON object, or the 400 (in the client's API's shape) saying
+    why it is not one."""
+    try:
+        body = parse_body(raw)
+    except NestingTooDeep as exc:
+        return error_response(400, str(exc), code="nested_too_deeply")
+    except ValueError:
+        return error_response(
+            400,
+            "We could not parse the JSON body of your request. The body must be valid JSON.",
+            code="invalid_json",
+        )
+    if not isinstance(body, dict):
+        return error_response(400, "The request body must be a JSON object.", code="invalid_type")
+    return body
+
+
+def sender(headers: Any) -> tuple[str, str | None] | Response:
+    """Who sent a request: its credential's namespace and the session it names; or the 400 for
+    an invalid ``X-Summarizer-Session``."""
+    if (bad_session := invalid_session_header(headers)) is not None:
+        return bad_session
+    return credential_namespace(credential(headers)), headers.get(SESSION_HEADER) or None
+
+
+@dataclass
+class ChatRequest(ParsedRequest):
+    """A parsed, checked chat completion request and who sent it."""
+
+    upstream_path: ClassVar[str] = "/chat/completions"
+    api: ClassVar[str] = "openai"
 
     def turn(self) -> Turn:
         """The request as the engine sees it."""
@@ -132,18 +164,9 @@ class ChatRequest:
 
 def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
     """The request, or the 400 response saying what is wrong with it."""
-    try:
-        body = parse_body(raw)
-    except NestingTooDeep as exc:
-        return error_response(400, str(exc), code="nested_too_deeply")
-    except ValueError:
-        return error_response(
-            400,
-            "We could not parse the JSON body of your request. The body must be valid JSON.",
-            code="invalid_json",
-        )
-    if not isinstance(body, dict):
-        return error_response(400, "The request body must be a JSON object.", code="invalid_type")
+    body = json_object_body(raw)
+    if isinstance(body, Response):
+        return body
     model = body.get("model")
     if not isinstance(model, str) or not model:
         return error_response(
@@ -160,17 +183,10 @@ def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         return error_response(400, "'tools' must be an array.", param="tools", code="invalid_type")
-    if (bad_session := invalid_session_header(headers)) is not None:
-        return bad_session
-    return ChatRequest(
-        raw=raw,
-        body=body,
-        model=model,
-        stream=body.get("stream") is True,
-        namespace=credential_namespace(credential(headers)),
-        session=headers.get(SESSION_HEADER) or None,
-        headers=headers,
-    )
+    who = sender(headers)
+    if isinstance(who, Response):
+        return who
+    return ChatRequest(raw, body, model, body.get("stream") is True, *who, headers)
 
 
 def truth_comment(result: PrepareResult | None) -> bytes:

@@ -21,9 +21,9 @@ from ..core.effects import Turn
 from ..core.errors import InvalidConversation
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from . import sse
-from .body import NestingTooDeep, parse_body, replaced_body
+from .body import replaced_body
+from .chat_request import ParsedRequest, json_object_body, sender
 from .errors import error_response
-from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
 from .messages_summary import messages_summary_body, messages_summary_outcome
 from .wire_summary import WireSummaryClient
 
@@ -34,18 +34,11 @@ CODEC = AnthropicCodec()
 
 
 @dataclass
-class MessagesRequest:
+class MessagesRequest(ParsedRequest):
     """A parsed, checked Messages request, decoded for the engine, and who sent it."""
 
     upstream_path: ClassVar[str] = "/messages"
     api: ClassVar[str] = "anthropic"
-    raw: bytes
-    body: dict[str, Any]
-    model: str
-    stream: bool
-    namespace: str
-    session: str | None
-    headers: Any
     decoded: Decoded
     client_breakpoints: int
     manage_breakpoints: bool = True
@@ -141,14 +134,9 @@ def parse_messages_request(
     raw: bytes, headers: Any, *, manage_breakpoints: bool = True
 ) -> MessagesRequest | Response:
     """The request, or the 400 (in Anthropic's error shape) saying what is wrong with it."""
-    try:
-        body = parse_body(raw)
-    except NestingTooDeep as exc:
-        return error_response(400, str(exc))
-    except ValueError:
-        return error_response(400, "The request body is not valid JSON.")
-    if not isinstance(body, dict):
-        return error_response(400, "The request body must be a JSON object.")
+    body = json_object_body(raw)
+    if isinstance(body, Response):
+        return body
     model = body.get("model")
     if not isinstance(model, str) or not model:
         return error_response(400, "model: Field required")
@@ -162,18 +150,17 @@ def parse_messages_request(
         decoded = CODEC.decode(body)
     except InvalidConversation as exc:
         return error_response(400, str(exc), param=exc.param)
-    breakpoints = count_breakpoints(body)
-    if (bad_session := invalid_session_header(headers)) is not None:
-        return bad_session
+    who = sender(headers)
+    if isinstance(who, Response):
+        return who
     return MessagesRequest(
-        raw=raw,
-        body=body,
-        model=model,
-        stream=body.get("stream") is True,
-        namespace=credential_namespace(credential(headers)),
-        session=headers.get(SESSION_HEADER) or None,
-        headers=headers,
+        raw,
+        body,
+        model,
+        body.get("stream") is True,
+        *who,
+        headers,
         decoded=decoded,
-        client_breakpoints=breakpoints,
+        client_breakpoints=count_breakpoints(body),
         manage_breakpoints=manage_breakpoints,
     )

@@ -25,9 +25,9 @@ from ..core.effects import Turn
 from ..core.errors import HistoryNotInRequest, InvalidConversation
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from . import sse
-from .body import NestingTooDeep, parse_body, replaced_body
+from .body import replaced_body
+from .chat_request import ParsedRequest, json_object_body, sender
 from .errors import error_response
-from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
 from .messages_summary import summary_cap, tokens
 from .responses_events import CompactionAnnouncer
 from .wire_summary import WireSummaryClient
@@ -59,18 +59,11 @@ _USAGE_EVENTS = (b"response.completed", b"response.incomplete", b"response.faile
 
 
 @dataclass
-class ResponsesRequest:
+class ResponsesRequest(ParsedRequest):
     """A parsed, checked Responses request, decoded for the engine, and who sent it."""
 
     upstream_path: ClassVar[str] = "/responses"
     api: ClassVar[str] = "openai"
-    raw: bytes
-    body: dict[str, Any]
-    model: str
-    stream: bool
-    namespace: str
-    session: str | None
-    headers: Any
     decoded: ResponsesDecoded | None
     """None when the history is not in the request (``unmanaged`` says why)."""
     unmanaged: str | None = None
@@ -227,18 +220,9 @@ def parse_responses_request(
 ) -> ResponsesRequest | Response:
     """The request, or the 400 saying what is wrong with it (OpenAI's error shape).
     ``chat_upstream``: the upstream speaks chat completions only (a translated request)."""
-    try:
-        body = parse_body(raw)
-    except NestingTooDeep as exc:
-        return error_response(400, str(exc), code="nested_too_deeply")
-    except ValueError:
-        return error_response(
-            400,
-            "We could not parse the JSON body of your request. The body must be valid JSON.",
-            code="invalid_json",
-        )
-    if not isinstance(body, dict):
-        return error_response(400, "The request body must be a JSON object.", code="invalid_type")
+    body = json_object_body(raw)
+    if isinstance(body, Response):
+        return body
     model = body.get("model")
     if not isinstance(model, str) or not model:
         return error_response(
@@ -247,8 +231,9 @@ def parse_responses_request(
             param="model",
             code="missing_required_parameter",
         )
-    if (bad_session := invalid_session_header(headers)) is not None:
-        return bad_session
+    who = sender(headers)
+    if isinstance(who, Response):
+        return who
     decoded: ResponsesDecoded | None = None
     unmanaged: str | None = None
     threshold = compaction_threshold(body.get("context_management"))
@@ -283,17 +268,16 @@ def parse_responses_request(
     kind = TranslatedResponsesRequest if chat_upstream else ResponsesRequest
     extra = {"response_id": f"resp_{secrets.token_hex(12)}"} if chat_upstream else {}
     return kind(
-        **extra,
-        raw=raw,
-        body=body,
-        model=model,
-        stream=body.get("stream") is True,
-        namespace=credential_namespace(credential(headers)),
-        session=headers.get(SESSION_HEADER) or None,
-        headers=headers,
+        raw,
+        body,
+        model,
+        body.get("stream") is True,
+        *who,
+        headers,
         decoded=decoded,
         unmanaged=unmanaged,
         compact_threshold=threshold,
+        **extra,
     )
 
 
