@@ -20,6 +20,7 @@ import httpx2
 import pytest
 
 from summarizer.cli.demo_messages import texts
+from summarizer.core.config import CompactionConfig
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.settings import Settings
 from summarizer.testing import Fault, RecordedRequest, ScriptedToolAgent, TestUpstream
@@ -406,3 +407,31 @@ def test_prompt_too_long_compacts_harder_and_retries_once(tmp_path: Any) -> None
         assert [r.status for r in sent] == [400, 200]
         assert (sent[1].prompt_tokens or 0) + 200 <= 12_000
         assert messages_requests(small, summary=True)
+
+
+def test_an_estimate_near_the_trigger_is_checked_with_the_upstreams_count(
+    upstream: TestUpstream, start_proxy: ProxyFactory, tmp_path: Any
+) -> None:
+    upstream.responder = ScriptedToolAgent([], final="ok")
+    headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+    body = {"model": MODEL, "max_tokens": 200, "tools": READ_FILE, "messages": long_messages(4)}
+    roomy = start_proxy(context_window=200_000, db=tmp_path / "roomy.db")
+    first = httpx2.post(f"{roomy.base_url}/messages", json=body, headers=headers)
+    estimate = int(first.headers["x-summarizer-prompt-tokens"])
+    counts = [r for r in upstream.requests if r.path.endswith("/count_tokens")]
+    assert first.status_code == 200 and not counts  # far from the trigger: no count asked
+    # A window whose trigger sits at this conversation's estimate.
+    ratio = CompactionConfig().trigger_ratio
+    tight = start_proxy(context_window=int(estimate / ratio) + 200, db=tmp_path / "tight.db")
+    second = httpx2.post(f"{tight.base_url}/messages", json=body, headers=headers)
+    assert second.status_code == 200
+    counts = [r for r in upstream.requests if r.path.endswith("/count_tokens")]
+    assert len(counts) == 1
+    asked = counts[0].body
+    assert asked["model"] == MODEL and without_cache_control(asked["tools"]) == READ_FILE
+    assert len(asked["messages"]) == len(body["messages"]) and "max_tokens" not in asked
+    metrics = httpx2.get(tight.base_url.removesuffix("/v1") + "/metrics").text
+    assert "summarizer_upstream_token_counts_total 1.0" in metrics
+    # The decision was taken on the calibrated figure: the upstream's own count.
+    counted = counts[0].prompt_tokens or 0
+    assert abs(int(second.headers["x-summarizer-prompt-tokens"]) - counted) <= 0.02 * counted

@@ -28,6 +28,7 @@ from .answers import usable_usage
 from .chat_request import ManagedRequest, summarizer_headers
 from .errors import error_response
 from .state import ProxyState
+from .upstream_count import calibrate_by_count
 
 logger = logging.getLogger("summarizer.proxy")
 
@@ -86,6 +87,8 @@ class ChatContext:
         except (ConfigurationError, TokenizerUnavailable, HistoryNotInRequest) as exc:
             self._unmanaged(exc)
             return None
+        if await calibrate_by_count(self.state, self.chat, self.located):
+            self.located = await context.alocate(self.chat.turn())
         self.result = context.ready(self.located)
         return None
 

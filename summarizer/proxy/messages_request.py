@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from .state import ProxyState
 
 CODEC = AnthropicCodec()
+_COUNTED = ("model", "system", "tools", "tool_choice", "thinking")
+"""The fields ``/messages/count_tokens`` takes besides ``messages``."""
 
 
 @dataclass
@@ -73,6 +75,12 @@ class MessagesRequest(ParsedRequest):
             return self.raw
         messages = result.messages if result.rewritten else self.decoded.messages
         return replaced_body(self.raw, self.body, self.wire_fields(list(messages)))
+
+    def count_tokens_body(self, result: PrepareResult) -> dict[str, Any]:
+        """The ``/messages/count_tokens`` request for what ``result`` would send."""
+        fields = self.wire_fields(list(result.messages))
+        body = {key: self.body[key] for key in _COUNTED if key in self.body}
+        return {**body, **fields}
 
     def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
         """Summary calls as Messages requests on this conversation, with the client's headers."""

@@ -102,9 +102,15 @@ class ProxyMetrics:
         self.unmanaged = Counter(
             "summarizer_unmanaged_requests",
             "Conversation requests forwarded without context management, by reason (the "
-            "error that stopped it for a chat request, e.g. an unknown model's window; "
-            "responses_api or messages_api for the routes not managed yet).",
+            "error that stopped it, e.g. an unknown model's window; previous_response_id, "
+            "conversation or item_reference for a Responses history the provider keeps).",
             ["reason"],
+            registry=r,
+        )
+        self.upstream_counts = Counter(
+            "summarizer_upstream_token_counts",
+            "Messages requests whose estimate was near the trigger and was checked against "
+            "the upstream's /messages/count_tokens (and calibrated by it).",
             registry=r,
         )
         self.overhead = Histogram(

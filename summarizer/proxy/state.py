@@ -60,6 +60,8 @@ class ProxyState:
         """This proxy's name in the ``Via`` header of everything it forwards (random per
         instance): a request arriving with it has come round a loop."""
         self.warned_models: set[str] = set()
+        self.count_tokens_missing = False
+        """Whether the upstream answered that it has no ``/messages/count_tokens``."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
