@@ -17,6 +17,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+from openai.types.responses import Response
 
 from summarizer.cli.demo_messages import texts
 from summarizer.proxy import ProxyServer
@@ -73,8 +74,14 @@ def run_session(
     steps: int,
     stream: bool = False,
     include_reasoning: bool = False,
+    untransformed: bool = False,
 ) -> list[Any]:
-    """An agent loop on ``client.responses``: the whole input each turn (store off)."""
+    """An agent loop on ``client.responses``: the whole input each turn (store off).
+
+    ``untransformed``: send through the SDK's generic ``client.post`` (same HTTP stack, the
+    answer parsed as the SDK's ``Response``), skipping ``responses.create``'s client-side
+    walk of every input item, which grows with the square of a long session's length (about
+    20 s over 120 turns here) and is not what the test measures."""
     client = openai_client(proxy)
     items: list[Any] = [{"role": "user", "content": session.task["content"]}]
     for turn in range(steps + 1):
@@ -91,6 +98,8 @@ def run_session(
         if stream:
             with client.responses.stream(**arguments) as events:
                 response = events.get_final_response()
+        elif untransformed:
+            response = client.post("/responses", body=arguments, cast_to=Response)
         else:
             response = client.responses.create(**arguments)
         output = [item.model_dump(exclude_none=True) for item in response.output]
@@ -116,7 +125,7 @@ def test_a_long_stateless_session_is_compacted_and_never_refused(
     agent = ScriptedToolAgent(session.steps)
     upstream.responder = agent
     proxy = start_proxy(context_window=16_000)
-    run_session(proxy, session, steps=120)
+    run_session(proxy, session, steps=120, untransformed=True)
     assert agent.finished
 
     agents = responses_requests(upstream)
