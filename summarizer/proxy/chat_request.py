@@ -82,6 +82,18 @@ class ParsedRequest:
     session: str | None
     headers: Any
 
+    def keep_event(self, event: bytes) -> bool:
+        """Whether an event that reported usage is relayed (by default, every one)."""
+        return True
+
+    def rewrite_answer(self, answer: dict[str, Any], result: PrepareResult | None) -> bool:
+        """Change a whole answer for ``result``; by default it is relayed as written."""
+        return False
+
+    def event_rewriter(self, result: PrepareResult | None) -> Callable[[bytes], bytes] | None:
+        """Rewrites a streamed answer's events; by default they are relayed as written."""
+        return None
+
 
 def json_object_body(raw: bytes) -> dict[str, Any] | Response:
     """A request body parsed as a JSON object, or the 400 (in the client's API's shape) saying
@@ -152,14 +164,6 @@ class ChatRequest(ParsedRequest):
     def keep_event(self, event: bytes) -> bool:
         """All but the usage-only chunk the proxy asked for and the client did not."""
         return wants_usage(self.body) or not sse.is_usage_only(event)
-
-    def rewrite_answer(self, answer: dict[str, Any], result: PrepareResult | None) -> bool:
-        """A completion is relayed as the upstream wrote it."""
-        return False
-
-    def event_rewriter(self, result: PrepareResult | None) -> Callable[[bytes], bytes] | None:
-        """Chunks are relayed as the upstream wrote them."""
-        return None
 
 
 def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:

@@ -7,7 +7,6 @@ reports in three parts: ``input_tokens + cache_read_input_tokens + cache_creatio
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -103,24 +102,9 @@ class MessagesRequest(ParsedRequest):
         """The usage of ``message_start`` (the prompt is reported there, once)."""
         if b"message_start" not in event:
             return None
-        try:
-            data = json.loads(sse.event_data(event))
-        except ValueError:
-            return None
-        message = data.get("message") if isinstance(data, dict) else None
+        data = sse.event_object(event)
+        message = data.get("message") if data is not None else None
         return prompt_usage(message.get("usage")) if isinstance(message, dict) else None
-
-    def keep_event(self, event: bytes) -> bool:
-        """Every event is relayed."""
-        return True
-
-    def rewrite_answer(self, answer: dict[str, Any], result: PrepareResult | None) -> bool:
-        """A message is relayed as the upstream wrote it."""
-        return False
-
-    def event_rewriter(self, result: PrepareResult | None) -> Callable[[bytes], bytes] | None:
-        """Events are relayed as the upstream wrote them."""
-        return None
 
 
 def prompt_usage(usage: Any) -> dict[str, Any] | None:

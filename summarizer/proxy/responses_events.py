@@ -27,11 +27,8 @@ class CompactionAnnouncer:
 
     def __call__(self, event: bytes) -> bytes:
         """``event``, preceded by the announcement when it is due, renumbered after it."""
-        try:
-            data = json.loads(sse.event_data(event))
-        except ValueError:
-            return event
-        if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        data = sse.event_object(event)
+        if data is None or not isinstance(data.get("type"), str):
             return event
         kind = data["type"]
         out = b""

@@ -126,16 +126,9 @@ class ResponsesRequest(ParsedRequest):
         """The usage of the final event (``response.completed`` and its failed twins)."""
         if b'"usage"' not in event or not any(name in event for name in _USAGE_EVENTS):
             return None
-        try:
-            data = json.loads(sse.event_data(event))
-        except ValueError:
-            return None
-        response = data.get("response") if isinstance(data, dict) else None
+        data = sse.event_object(event)
+        response = data.get("response") if data is not None else None
         return prompt_usage(response.get("usage")) if isinstance(response, dict) else None
-
-    def keep_event(self, event: bytes) -> bool:
-        """Every event is relayed."""
-        return True
 
     def announced(self, result: PrepareResult | None) -> dict[str, Any] | None:
         """The compaction item to put before the model's output: when the client asked for

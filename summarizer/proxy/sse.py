@@ -50,6 +50,15 @@ def event_data(event: bytes) -> bytes:
     return b"\n".join(lines)
 
 
+def event_object(event: bytes) -> dict[str, Any] | None:
+    """The ``data:`` payload of an event parsed as a JSON object, or None."""
+    try:
+        data = json.loads(event_data(event))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def usage_of(event: bytes) -> dict[str, Any] | None:
     """The ``usage`` object of a chunk event, or None (cheap for the chunks that have none)."""
     if b'"usage"' not in event or b'"usage":null' in event or b'"usage": null' in event:
