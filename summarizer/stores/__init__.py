@@ -9,7 +9,9 @@ Invariants every store keeps:
   a credential;
 - every method is safe to call from several threads; ``SQLiteStore`` also from several processes;
 - a *lease* per session (``try_lease``/``release_lease``) lets one compaction run at a time for a
-  session across every process sharing the store; an expired lease (its holder died) is taken over.
+  session across every process sharing the store; an expired lease (its holder died) is taken over;
+- both stores are also an ``ActivityLog``: a record per managed request the proxy served, and (when
+  recording is on) each session's latest conversation, for ``summarizer sessions`` and ``/ui``.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import os
 
 from ..core.checkpoints import prefix_candidates
 from ..core.errors import ConfigurationError
-from .base import Store
+from .base import ActivityLog, Store
 from .memory import MemoryStore
 from .sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
 
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "ActivityLog",
     "MemoryStore",
     "SQLiteStore",
     "Store",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
+from ..core.activity import Recording, RequestRecord, SessionRow
 from ..core.checkpoints import Checkpoint
 
 
@@ -77,6 +78,41 @@ class Store(Protocol):
         tb: TracebackType | None,
     ) -> None:
         """Close the store."""
+        ...
+
+
+@runtime_checkable
+class ActivityLog(Protocol):
+    """What a store keeps of the traffic it served: one ``RequestRecord`` per managed request
+    and, when recording is on, each session's latest conversation.
+
+    ``namespace=None`` in a read means every namespace: only the operator's own tools (the
+    ``summarizer sessions`` command) read that way; the proxy always passes the caller's.
+    """
+
+    def log_request(self, record: RequestRecord) -> None:
+        """Append one request's record."""
+        ...
+
+    def list_sessions(
+        self, namespace: str | None = None, *, since: float | None = None
+    ) -> list[SessionRow]:
+        """Each session's roll-up (of ``namespace``, or all), newest activity first; with
+        ``since``, only sessions seen at or after it."""
+        ...
+
+    def session_requests(self, namespace: str | None, session: str) -> list[RequestRecord]:
+        """A session's request records, oldest first (of every namespace for None)."""
+        ...
+
+    def record_conversation(self, recording: Recording) -> None:
+        """Keep ``recording`` as its session's latest conversation (replacing the one before)."""
+        ...
+
+    def recordings(
+        self, namespace: str | None = None, session: str | None = None
+    ) -> list[Recording]:
+        """The recorded conversations (of ``namespace`` / ``session``, or all), oldest first."""
         ...
 
 

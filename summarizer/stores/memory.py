@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 
+from ..core.activity import Recording, RequestRecord, SessionRow, roll_up
 from ..core.checkpoints import Checkpoint
 from .base import _Closable, _reported_update, _Row
+
+MAX_MEMORY_RECORDS = 100_000
+"""Request records a ``MemoryStore`` keeps (the oldest are dropped first)."""
 
 
 class MemoryStore(_Closable):
@@ -26,6 +31,8 @@ class MemoryStore(_Closable):
         self._rows: dict[tuple[str, str], tuple[_Row, str, str, str]] = {}
         self._by_prefix: dict[tuple[str, str], set[str]] = {}
         self._leases: dict[tuple[str, str], tuple[str, float]] = {}
+        self._requests: deque[RequestRecord] = deque(maxlen=MAX_MEMORY_RECORDS)
+        self._recordings: dict[tuple[str, str], Recording] = {}
 
     def put(self, checkpoint: Checkpoint) -> None:
         """Save ``checkpoint``; saving the same (namespace, id) again replaces it."""
@@ -122,10 +129,61 @@ class MemoryStore(_Closable):
             if held is not None and held[0] == owner:
                 del self._leases[(namespace, session)]
 
+    # -- activity (see ``ActivityLog``) ----------------------------------------------------------
+
+    def log_request(self, record: RequestRecord) -> None:
+        """Append one request's record (the oldest go past ``MAX_MEMORY_RECORDS``)."""
+        with self._lock:
+            self._check_open()
+            self._requests.append(record)
+
+    def list_sessions(
+        self, namespace: str | None = None, *, since: float | None = None
+    ) -> list[SessionRow]:
+        """Each session's roll-up, newest activity first."""
+        with self._lock:
+            self._check_open()
+            records = [r for r in self._requests if namespace is None or r.namespace == namespace]
+        rows = roll_up(records)
+        return [row for row in rows if since is None or row.last_seen >= since]
+
+    def session_requests(self, namespace: str | None, session: str) -> list[RequestRecord]:
+        """A session's request records, oldest first."""
+        with self._lock:
+            self._check_open()
+            found = [
+                r
+                for r in self._requests
+                if r.session == session and (namespace is None or r.namespace == namespace)
+            ]
+        return sorted(found, key=lambda r: r.at)
+
+    def record_conversation(self, recording: Recording) -> None:
+        """Keep ``recording`` as its session's latest conversation."""
+        with self._lock:
+            self._check_open()
+            self._recordings[(recording.namespace, recording.session)] = recording
+
+    def recordings(
+        self, namespace: str | None = None, session: str | None = None
+    ) -> list[Recording]:
+        """The recorded conversations, oldest first."""
+        with self._lock:
+            self._check_open()
+            found = [
+                r
+                for r in self._recordings.values()
+                if (namespace is None or r.namespace == namespace)
+                and (session is None or r.session == session)
+            ]
+        return sorted(found, key=lambda r: r.at)
+
     def close(self) -> None:
-        """Drop every checkpoint; later calls raise ``ValueError``."""
+        """Drop everything; later calls raise ``ValueError``."""
         with self._lock:
             self._closed = True
             self._rows.clear()
             self._by_prefix.clear()
             self._leases.clear()
+            self._requests.clear()
+            self._recordings.clear()

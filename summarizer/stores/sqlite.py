@@ -13,6 +13,7 @@ from pathlib import Path
 from ..core.checkpoints import Checkpoint
 from ..core.errors import ConfigurationError
 from .base import _batches, _Closable, _reported_update, _Row
+from .sqlite_activity import ACTIVITY_MIGRATION, SQLiteActivity
 
 # Migration ``i`` brings the schema from version ``i`` to ``i + 1`` (``PRAGMA user_version``).
 # Append new migrations; never edit a released one.
@@ -52,6 +53,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 3: what the proxy served (request records, recorded conversations) for `summarizer
+    # sessions`, `show`, `export` and /ui; and the calibration table replicas share.
+    (
+        *ACTIVITY_MIGRATION,
+        """
+        CREATE TABLE calibration (
+            namespace TEXT NOT NULL,
+            model TEXT NOT NULL,
+            reported REAL NOT NULL,
+            estimated REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (namespace, model)
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 """The schema version this code writes; a database with a higher one is refused."""
@@ -60,7 +76,7 @@ _BATCH = 500  # bound variables per query, well under SQLite's oldest limit of 9
 _BUSY_TIMEOUT_S = 30.0
 
 
-class SQLiteStore(_Closable):
+class SQLiteStore(SQLiteActivity, _Closable):
     """Checkpoints in a SQLite file (WAL mode), shared by threads and processes.
 
     ``path`` may be ``":memory:"``. Missing parent directories are created; a new database file

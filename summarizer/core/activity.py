@@ -1,0 +1,171 @@
+"""What the proxy saw of each session: one ``RequestRecord`` per managed request, and the
+per-session roll-up (``SessionRow``) that ``summarizer sessions`` and ``/ui`` list.
+
+Pure: the stores keep the records, the proxy writes them, the CLI and the page read them. A
+record holds counts and names only (the tenant's namespace hash, the session, the model), never
+message text or a credential; conversations are kept only when recording is on (``Recording``),
+with known secrets redacted first (``redact``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ANONYMOUS_LABEL = "keyless"
+
+
+class RequestRecord(BaseModel):
+    """One managed request of a session, as it went upstream."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    session: str
+    at: float
+    """When the request arrived (Unix seconds)."""
+    model: str
+    api: str = "chat"
+    """The front door: ``chat``, ``messages`` or ``responses``."""
+    tokens_in: int = Field(ge=0)
+    """The conversation as the client sent it, estimated (calibrated)."""
+    tokens_sent: int = Field(ge=0)
+    """What went upstream after any rewrite, estimated (calibrated)."""
+    window: int = Field(ge=0)
+    reported_tokens: int | None = None
+    """The provider's ``prompt_tokens`` (``input_tokens``) for this request, when it said."""
+    cached_tokens: int | None = None
+    """Of those, the ones the provider reported read from its prompt cache."""
+    compacted: bool = False
+    """Whether this request performed a compaction."""
+    checkpoint_id: str | None = None
+    """The checkpoint its rewrite used (new or earlier), if any."""
+    status: int = 200
+    """The HTTP status the client got."""
+    latency_s: float = 0.0
+    """Seconds from arrival to the end of the answer, compaction included."""
+
+
+class SessionRow(BaseModel):
+    """A session's roll-up: what ``summarizer sessions`` prints a line of."""
+
+    namespace: str
+    session: str
+    model: str
+    """The model of the session's latest request."""
+    requests: int
+    compactions: int
+    tokens_now: int
+    """Tokens sent by the latest request."""
+    tokens_peak: int
+    window: int
+    reported_tokens: int
+    cached_tokens: int
+    first_seen: float
+    last_seen: float
+
+    @property
+    def cache_share(self) -> float | None:
+        """Share of provider-reported prompt tokens read from cache (None: none reported)."""
+        return self.cached_tokens / self.reported_tokens if self.reported_tokens else None
+
+    @property
+    def label(self) -> str:
+        """The namespace as shown to an operator (never a credential)."""
+        return namespace_label(self.namespace)
+
+
+class Recording(BaseModel):
+    """A session's latest conversation, kept only when recording is on: what
+    ``summarizer export`` turns into evaluation cases."""
+
+    namespace: str
+    session: str
+    model: str
+    at: float
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+
+
+def namespace_label(namespace: str) -> str:
+    """``keyless`` for the shared keyless namespace, else ``key-`` and 8 hex digits of the
+    namespace hash (itself a keyed hash of the credential)."""
+    if not namespace.startswith("key-"):
+        return ANONYMOUS_LABEL
+    return namespace[:12]
+
+
+def roll_up(records: Iterable[RequestRecord]) -> list[SessionRow]:
+    """The per-session rows of ``records`` (any order), newest activity first."""
+    rows: dict[tuple[str, str], SessionRow] = {}
+    for record in sorted(records, key=lambda r: r.at):
+        key = (record.namespace, record.session)
+        row = rows.get(key)
+        reported = record.reported_tokens or 0
+        cached = record.cached_tokens or 0
+        if row is None:
+            rows[key] = SessionRow(
+                namespace=record.namespace,
+                session=record.session,
+                model=record.model,
+                requests=1,
+                compactions=int(record.compacted),
+                tokens_now=record.tokens_sent,
+                tokens_peak=record.tokens_sent,
+                window=record.window,
+                reported_tokens=reported,
+                cached_tokens=cached,
+                first_seen=record.at,
+                last_seen=record.at,
+            )
+            continue
+        rows[key] = row.model_copy(
+            update={
+                "model": record.model,
+                "requests": row.requests + 1,
+                "compactions": row.compactions + int(record.compacted),
+                "tokens_now": record.tokens_sent,
+                "tokens_peak": max(row.tokens_peak, record.tokens_sent),
+                "window": record.window,
+                "reported_tokens": row.reported_tokens + reported,
+                "cached_tokens": row.cached_tokens + cached,
+                "last_seen": record.at,
+            }
+        )
+    return sorted(rows.values(), key=lambda row: row.last_seen, reverse=True)
+
+
+# Shapes of common credentials: provider keys, bearer tokens, AWS access keys, private keys.
+_SECRET_SHAPES = re.compile(
+    r"(?:sk|pk|rk)-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}"
+    r"|\bBearer\s+[A-Za-z0-9._~+/\-]{16,}=*"
+    r"|\bAKIA[0-9A-Z]{16}\b"
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,}\b"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
+)
+REDACTED = "[REDACTED]"
+
+
+def redact(value: Any, secrets: Sequence[str] = ()) -> Any:
+    """``value`` (JSON-like) with every string's ``secrets`` and credential-shaped substrings
+    replaced by ``[REDACTED]``; other values are returned as they are."""
+    known = sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True)
+
+    def clean(text: str) -> str:
+        for secret in known:
+            text = text.replace(secret, REDACTED)
+        return _SECRET_SHAPES.sub(REDACTED, text)
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            return clean(item)
+        if isinstance(item, dict):
+            return {key: walk(inner) for key, inner in item.items()}
+        if isinstance(item, list):
+            return [walk(inner) for inner in item]
+        return item
+
+    return walk(value)

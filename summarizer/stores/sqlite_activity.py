@@ -1,0 +1,165 @@
+"""The SQLite store's activity log: request records, recorded conversations (``ActivityLog``)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from ..core.activity import Recording, RequestRecord, SessionRow
+
+ACTIVITY_MIGRATION: tuple[str, ...] = (
+    """
+    CREATE TABLE requests (
+        seq INTEGER PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        session TEXT NOT NULL,
+        at REAL NOT NULL,
+        model TEXT NOT NULL,
+        tokens_sent INTEGER NOT NULL,
+        context_window INTEGER NOT NULL,
+        reported_tokens INTEGER,
+        cached_tokens INTEGER,
+        compacted INTEGER NOT NULL,
+        body TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX requests_session ON requests (namespace, session, at, seq)",
+    "CREATE INDEX requests_at ON requests (at)",
+    """
+    CREATE TABLE recordings (
+        namespace TEXT NOT NULL,
+        session TEXT NOT NULL,
+        at REAL NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (namespace, session)
+    )
+    """,
+)
+"""Schema version 3's activity tables (see ``sqlite.MIGRATIONS``)."""
+
+_ROLL_UP = """
+    SELECT g.namespace, g.session, r.model, g.requests, g.compactions, r.tokens_sent,
+           g.peak, r.context_window, g.reported, g.cached, g.first_at, g.last_at
+    FROM (
+        SELECT namespace, session, COUNT(*) AS requests, SUM(compacted) AS compactions,
+               MAX(tokens_sent) AS peak, SUM(COALESCE(reported_tokens, 0)) AS reported,
+               SUM(COALESCE(cached_tokens, 0)) AS cached, MIN(at) AS first_at,
+               MAX(at) AS last_at, MAX(seq) AS last_seq
+        FROM requests {where}
+        GROUP BY namespace, session
+        {having}
+    ) AS g JOIN requests AS r ON r.seq = g.last_seq
+    ORDER BY g.last_at DESC
+"""
+_ROW_FIELDS = (
+    "namespace",
+    "session",
+    "model",
+    "requests",
+    "compactions",
+    "tokens_now",
+    "tokens_peak",
+    "window",
+    "reported_tokens",
+    "cached_tokens",
+    "first_seen",
+    "last_seen",
+)
+
+
+class SQLiteActivity:
+    """``ActivityLog`` over the store's connection (mixed into ``SQLiteStore``)."""
+
+    _conn: sqlite3.Connection
+    _lock: threading.Lock
+    _check_open: Callable[[], None]
+    _transaction: Callable[[], AbstractContextManager[None]]
+
+    def log_request(self, record: RequestRecord) -> None:
+        """Append one request's record."""
+        params = (
+            record.namespace,
+            record.session,
+            record.at,
+            record.model,
+            record.tokens_sent,
+            record.window,
+            record.reported_tokens,
+            record.cached_tokens,
+            int(record.compacted),
+            record.model_dump_json(),
+        )
+        with self._lock:
+            self._check_open()
+            with self._transaction():
+                self._conn.execute(
+                    "INSERT INTO requests (namespace, session, at, model, tokens_sent, "
+                    "context_window, reported_tokens, cached_tokens, compacted, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    params,
+                )
+
+    def list_sessions(
+        self, namespace: str | None = None, *, since: float | None = None
+    ) -> list[SessionRow]:
+        """Each session's roll-up, newest activity first (one grouped query)."""
+        params: list[Any] = []
+        where = having = ""
+        if namespace is not None:
+            where = "WHERE namespace = ?"
+            params.append(namespace)
+        if since is not None:
+            having = "HAVING MAX(at) >= ?"
+            params.append(since)
+        with self._lock:
+            self._check_open()
+            rows = self._conn.execute(
+                _ROLL_UP.format(where=where, having=having), params
+            ).fetchall()
+        return [SessionRow(**dict(zip(_ROW_FIELDS, row, strict=True))) for row in rows]
+
+    def session_requests(self, namespace: str | None, session: str) -> list[RequestRecord]:
+        """A session's request records, oldest first."""
+        sql = "SELECT body FROM requests WHERE session = ?"
+        params: list[Any] = [session]
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            params.append(namespace)
+        with self._lock:
+            self._check_open()
+            rows = self._conn.execute(sql + " ORDER BY at, seq", params).fetchall()
+        return [RequestRecord.model_validate_json(body) for (body,) in rows]
+
+    def record_conversation(self, recording: Recording) -> None:
+        """Keep ``recording`` as its session's latest conversation."""
+        body = recording.model_dump_json()
+        with self._lock:
+            self._check_open()
+            with self._transaction():
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO recordings (namespace, session, at, body) "
+                    "VALUES (?, ?, ?, ?)",
+                    (recording.namespace, recording.session, recording.at, body),
+                )
+
+    def recordings(
+        self, namespace: str | None = None, session: str | None = None
+    ) -> list[Recording]:
+        """The recorded conversations, oldest first."""
+        clauses, params = [], []
+        if namespace is not None:
+            clauses.append("namespace = ?")
+            params.append(namespace)
+        if session is not None:
+            clauses.append("session = ?")
+            params.append(session)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        with self._lock:
+            self._check_open()
+            rows = self._conn.execute(
+                f"SELECT body FROM recordings{where} ORDER BY at", params
+            ).fetchall()
+        return [Recording.model_validate_json(body) for (body,) in rows]

@@ -1,0 +1,117 @@
+"""The activity log both stores keep: request records, session roll-ups, recordings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from summarizer.core.activity import (
+    REDACTED,
+    Recording,
+    RequestRecord,
+    namespace_label,
+    redact,
+    roll_up,
+)
+from summarizer.stores import ActivityLog, MemoryStore, SQLiteStore
+
+
+def record(session: str, at: float, tokens: int, **fields: Any) -> RequestRecord:
+    values: dict[str, Any] = {
+        "namespace": "key-aaaa",
+        "session": session,
+        "at": at,
+        "model": "gpt-4o",
+        "tokens_in": tokens,
+        "tokens_sent": tokens,
+        "window": 16_000,
+    }
+    values.update(fields)
+    return RequestRecord(**values)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "a.db")
+    yield store
+    store.close()
+
+
+def test_both_stores_are_activity_logs(log: Any) -> None:
+    assert isinstance(log, ActivityLog)
+
+
+def test_a_session_rolls_up_its_requests(log: Any) -> None:
+    log.log_request(record("s1", 10.0, 1_000, reported_tokens=1_100, cached_tokens=0))
+    log.log_request(record("s1", 11.0, 9_000, reported_tokens=9_200, cached_tokens=1_000))
+    log.log_request(
+        record("s1", 12.0, 4_000, compacted=True, checkpoint_id="c1", model="gpt-4o-mini")
+    )
+    log.log_request(record("s2", 5.0, 300, namespace="key-bbbb"))
+    rows = log.list_sessions()
+    assert [(r.namespace, r.session) for r in rows] == [("key-aaaa", "s1"), ("key-bbbb", "s2")]
+    s1 = rows[0]
+    assert (s1.requests, s1.compactions, s1.tokens_now, s1.tokens_peak) == (3, 1, 4_000, 9_000)
+    assert s1.model == "gpt-4o-mini" and s1.window == 16_000
+    assert (s1.first_seen, s1.last_seen) == (10.0, 12.0)
+    assert s1.cache_share == pytest.approx(1_000 / 10_300)
+    assert rows[1].cache_share is None
+    # The SQL roll-up and the pure one agree.
+    assert rows == roll_up(log.session_requests(None, "s1") + log.session_requests(None, "s2"))
+
+
+def test_reads_are_scoped_by_namespace_and_time(log: Any) -> None:
+    log.log_request(record("same", 1.0, 100, namespace="key-aaaa"))
+    log.log_request(record("same", 2.0, 200, namespace="key-bbbb"))
+    log.log_request(record("old", 0.5, 50, namespace="key-aaaa"))
+    mine = log.list_sessions("key-aaaa")
+    assert {(r.namespace, r.session) for r in mine} == {("key-aaaa", "same"), ("key-aaaa", "old")}
+    assert [r.tokens_sent for r in log.session_requests("key-bbbb", "same")] == [200]
+    assert [r.tokens_sent for r in log.session_requests(None, "same")] == [100, 200]
+    assert [r.session for r in log.list_sessions(since=1.0)] == ["same", "same"]
+    assert log.list_sessions("key-cccc") == []
+
+
+def test_a_recording_keeps_the_latest_conversation(log: Any) -> None:
+    first = [{"role": "user", "content": "one"}]
+    later = [*first, {"role": "assistant", "content": "two"}]
+    for at, messages in ((1.0, first), (2.0, later)):
+        log.record_conversation(
+            Recording(namespace="key-aaaa", session="s", model="m", at=at, messages=messages)
+        )
+    log.record_conversation(
+        Recording(namespace="key-bbbb", session="s", model="m", at=3.0, messages=first)
+    )
+    assert [r.messages for r in log.recordings("key-aaaa")] == [later]
+    assert [r.namespace for r in log.recordings(session="s")] == ["key-aaaa", "key-bbbb"]
+
+
+def test_the_sqlite_log_survives_a_restart(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "a.db") as store:
+        store.log_request(record("s1", 1.0, 10))
+    with SQLiteStore(tmp_path / "a.db") as store:
+        assert [r.requests for r in store.list_sessions()] == [1]
+
+
+def test_namespace_labels_never_show_more_than_a_hash_prefix() -> None:
+    assert namespace_label("key-0123456789abcdef0123456789abcdef") == "key-01234567"
+    assert namespace_label("anonymous") == "keyless"
+
+
+def test_redact_removes_known_secrets_and_credential_shapes() -> None:
+    key = "sk-proj-" + "x" * 40
+    value = {
+        "messages": [
+            {"role": "user", "content": f"use {key} and my-own-secret-value please"},
+            {"role": "user", "content": [{"type": "text", "text": "Bearer abcdefghijklmnopqrstu"}]},
+        ],
+        "n": 3,
+    }
+    cleaned = redact(value, ["my-own-secret-value"])
+    text = str(cleaned)
+    assert key not in text and "my-own-secret-value" not in text and "abcdefghijklmnop" not in text
+    assert text.count(REDACTED) == 3 and cleaned["n"] == 3
+    assert redact("no secrets here", []) == "no secrets here"
