@@ -25,7 +25,7 @@ def record(session: str, at: float, tokens: int, **fields: Any) -> RequestRecord
         "session": session,
         "at": at,
         "model": "gpt-4o",
-        "tokens_in": tokens,
+        "tokens_before": tokens,
         "tokens_sent": tokens,
         "window": 16_000,
     }

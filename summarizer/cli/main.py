@@ -18,6 +18,26 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"summarizer {version('summarizer')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Keep LLM agents working past their context window."""
+
+
 @app.command()
 def demo(
     turns: Annotated[int, typer.Option(help="Agent turns in the scripted session.")] = 120,
@@ -234,6 +254,15 @@ def serve(
             "(default: responses)"
         ),
     ] = None,
+    record: Annotated[
+        bool | None,
+        typer.Option(
+            "--record/--no-record",
+            help="Keep each session's latest conversation (secrets redacted) for "
+            "'summarizer export' and /ui. (default: off: counts and summaries only)",
+            show_default=False,
+        ),
+    ] = None,
     cache_breakpoints: Annotated[
         str | None,
         typer.Option(
@@ -277,6 +306,7 @@ def serve(
             body_read_timeout=body_read_timeout,
             cache_breakpoints=cache_breakpoints,
             responses_upstream=responses_upstream,
+            record=record,
         )
         run_server(settings)
     except SummarizerError as exc:
@@ -316,9 +346,13 @@ def count(
 def _register_subcommands() -> None:
     from ..evaluation.command import eval_command
     from .convert import convert_app
+    from .sessions import export_command, sessions_command, show_command
 
     app.command("eval")(eval_command)
     app.add_typer(convert_app, name="convert")
+    app.command("sessions")(sessions_command)
+    app.command("show")(show_command)
+    app.command("export")(export_command)
 
 
 _register_subcommands()

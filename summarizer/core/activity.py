@@ -30,8 +30,9 @@ class RequestRecord(BaseModel):
     model: str
     api: str = "chat"
     """The front door: ``chat``, ``messages`` or ``responses``."""
-    tokens_in: int = Field(ge=0)
-    """The conversation as the client sent it, estimated (calibrated)."""
+    tokens_before: int = Field(ge=0)
+    """What would have gone upstream without this request's compaction (earlier checkpoints
+    applied), estimated and calibrated: the line a compaction drops from."""
     tokens_sent: int = Field(ge=0)
     """What went upstream after any rewrite, estimated (calibrated)."""
     window: int = Field(ge=0)
@@ -47,6 +48,8 @@ class RequestRecord(BaseModel):
     """The HTTP status the client got."""
     latency_s: float = 0.0
     """Seconds from arrival to the end of the answer, compaction included."""
+    compaction_s: float | None = None
+    """Seconds this request's compaction took (None: it did not compact)."""
 
 
 class SessionRow(BaseModel):

@@ -117,3 +117,20 @@ def upstream_error_payload(status: int, content: bytes) -> dict[str, Any]:
     return error_payload(
         f"The upstream answered HTTP {status}.", type="upstream_error", code=str(status)
     )
+
+
+def usage_figures(usage: Any) -> tuple[int | None, int | None]:
+    """``(prompt tokens, cached tokens)`` of a usage the front doors normalized
+    (``prompt_tokens`` plus ``cached_tokens`` or ``prompt_tokens_details.cached_tokens``)."""
+    if not isinstance(usage, Mapping):
+        return None, None
+    prompt = usage.get("prompt_tokens")
+    cached = usage.get("cached_tokens")
+    details = usage.get("prompt_tokens_details")
+    if cached is None and isinstance(details, Mapping):
+        cached = details.get("cached_tokens")
+    return _count(prompt), _count(cached)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
@@ -27,6 +28,7 @@ from starlette.responses import Response, StreamingResponse
 from ..core.results import Trigger
 from ..library.overflow import aretry_on_overflow
 from . import sse
+from .activity import note_after
 from .answers import (
     broken_off,
     interrupted,
@@ -296,6 +298,7 @@ async def serve_managed(request: Request, parse: Parse) -> Response:
     """A context-managed endpoint: read, ``parse``, locate, compact if due, send, relay."""
     state: ProxyState = request.app.state.proxy
     settings = state.settings
+    started = time.time()
     try:
         raw = await read_body(request, settings.max_body_bytes, settings.body_read_timeout)
     except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
@@ -309,6 +312,13 @@ async def serve_managed(request: Request, parse: Parse) -> Response:
     if isinstance(parsed, Response):
         return parsed
     exchange = ChatExchange(state, parsed)
+    response = await _exchange(state, exchange)
+    return note_after(response, state, exchange.context, started)
+
+
+async def _exchange(state: ProxyState, exchange: ChatExchange) -> Response:
+    """Locate, compact if due, send, relay: the answer to a parsed request."""
+    parsed = exchange.chat
     context = exchange.context
     invalid = await context.locate()
     if invalid is not None:

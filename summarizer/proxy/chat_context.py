@@ -24,7 +24,7 @@ from ..core.errors import (
 )
 from ..core.located import Located
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
-from .answers import usable_usage
+from .answers import usable_usage, usage_figures
 from .chat_request import ManagedRequest, summarizer_headers
 from .errors import error_response
 from .state import ProxyState
@@ -70,6 +70,9 @@ class ChatContext:
         self.result: PrepareResult | None = None
         """What is sent: None until settled, and for a request forwarded unmanaged."""
         self.warning: str | None = None
+        self.reported_tokens: int | None = None
+        """The provider's prompt tokens for this request, once its usage arrived."""
+        self.cached_tokens: int | None = None
 
     @property
     def due(self) -> bool:
@@ -154,6 +157,7 @@ class ChatContext:
         value, when ``prompt_tokens`` is not a positive integer)."""
         if self.result is None or not isinstance(usage, Mapping):
             return
+        self.reported_tokens, self.cached_tokens = usage_figures(usage)
         if not usable_usage(self.state, usage):
             return
         await self.state.context.aobserve(self.result, usage, model=self.chat.model)

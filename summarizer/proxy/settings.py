@@ -102,6 +102,10 @@ class Settings(ConfigurationModel):
     """What serves ``/v1/responses``: an upstream with the Responses API (``responses``), or a
     chat-completions-only one (``chat``: vLLM, llama.cpp, Ollama), to which the proxy translates
     each request and from which it builds the Response (see the README for what is lost)."""
+    record: bool = False
+    """Keep each session's latest conversation (credentials and credential-shaped strings
+    redacted) in the store, for ``summarizer export`` and ``/ui``. Off by default: without it
+    the store keeps counts and summaries, never the conversation."""
     cache_breakpoints: Literal["managed", "client"] = "managed"
     """Anthropic prompt-cache breakpoints on ``/v1/messages``: ``managed`` places them (end of
     system, the summary, the newest message) when a request carries none; ``client`` leaves

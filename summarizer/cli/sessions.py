@@ -1,0 +1,293 @@
+"""``summarizer sessions``, ``show`` and ``export``: what the proxy did, read from its store.
+
+These are the operator's tools: they read the store directly, every tenant's sessions (each
+shown by a label made from its namespace hash, never a credential). The proxy's own endpoints
+(``/v1/summarizer/sessions/ID``, ``/ui``) show each credential only its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..core.activity import Recording, SessionRow, namespace_label, redact
+from ..core.session_view import SessionView, session_view
+from ..stores import ActivityLog, Store
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        "--db",
+        metavar="PATH|URL",
+        help="The proxy's store: a SQLite file, or a redis:// URL. "
+        "(default: $SUMMARIZER_STORE, else $SUMMARIZER_DB, else the proxy's default SQLite file)",
+    ),
+]
+
+
+def store_spec(given: str | None, environ: Any = None) -> str:
+    """The store to read: the option, else ``SUMMARIZER_STORE``/``SUMMARIZER_DB``, else the
+    proxy's default SQLite file."""
+    from ..proxy.settings import default_db_path
+
+    env = os.environ if environ is None else environ
+    spec = given or env.get("SUMMARIZER_STORE") or env.get("SUMMARIZER_DB")
+    return spec or str(default_db_path())
+
+
+@contextmanager
+def opened(given: str | None) -> Iterator[Any]:
+    """The store named by ``given`` (see ``store_spec``), which must exist and keep an activity
+    log; exits 1 saying why when it cannot be read."""
+    from ..core.errors import SummarizerError
+    from ..stores import open_store
+
+    spec = store_spec(given)
+    if "://" not in spec and spec != ":memory:" and not Path(spec).expanduser().exists():
+        typer.echo(
+            f"error: no store at {spec} (the proxy has not run with it yet; pass --store PATH|URL)",
+            err=True,
+        )
+        raise typer.Exit(1)
+    try:
+        store: Store = open_store(spec)
+    except (SummarizerError, OSError) as exc:
+        typer.echo(f"error: cannot open the store {spec}: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    try:
+        if not isinstance(store, ActivityLog):
+            typer.echo(f"error: the store {spec} keeps no activity log", err=True)
+            raise typer.Exit(1)
+        yield store
+    finally:
+        store.close()
+
+
+_AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """``30m``, ``2h``, ``7d`` (ago) or an ISO date/time (UTC unless it says) as Unix seconds."""
+    now = time.time() if now is None else now
+    if match := _AGO.fullmatch(text.strip()):
+        return now - float(match[1]) * _UNITS[match[2]]
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError as exc:
+        raise typer.BadParameter(
+            f"{text!r} is neither a duration (30m, 2h, 7d) nor an ISO date (2026-12-01)"
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _when(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _share(row: SessionRow) -> str:
+    share = row.cache_share
+    return "-" if share is None else f"{share:.0%}"
+
+
+def sessions_command(
+    store: StoreOption = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only sessions seen since: 30m, 2h, 7d, or an ISO date.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """List the sessions the proxy served, newest first: requests, compactions, tokens."""
+    cutoff = parse_since(since) if since else None
+    with opened(store) as log:
+        rows = log.list_sessions(since=cutoff)
+    if as_json:
+        for row in rows:
+            data = row.model_dump(exclude={"namespace"})
+            data.update(namespace=row.label, cache_share=row.cache_share)
+            typer.echo(json.dumps(data))
+        return
+    if not rows:
+        typer.echo("no sessions" + (f" since {since}" if since else ""))
+        return
+    header = (
+        "session",
+        "namespace",
+        "model",
+        "requests",
+        "compactions",
+        "tokens now/peak/window",
+        "cached",
+        "last seen (UTC)",
+    )
+    table = [
+        (
+            row.session,
+            row.label,
+            row.model,
+            str(row.requests),
+            str(row.compactions),
+            f"{row.tokens_now:,}/{row.tokens_peak:,}/{row.window:,}",
+            _share(row),
+            _when(row.last_seen),
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in (header, *table)) for i in range(len(header))]
+    for line in (header, *table):
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+
+
+def _views(log: Any, session: str) -> list[SessionView]:
+    """The session in every namespace that has it (an operator's view)."""
+    namespaces = {r.namespace for r in log.session_requests(None, session)}
+    namespaces |= {r.namespace for r in log.recordings(session=session)}
+    if not namespaces:  # checkpoints without a logged request (a store from before the log)
+        namespaces = {row.namespace for row in log.list_sessions() if row.session == session}
+    views = []
+    for namespace in sorted(namespaces):
+        recordings = log.recordings(namespace, session)
+        views.append(
+            session_view(
+                namespace,
+                session,
+                log.list_session(namespace, session),
+                log.session_requests(namespace, session),
+                recordings[-1] if recordings else None,
+            )
+        )
+    return views
+
+
+def show_command(
+    session: Annotated[str, typer.Argument(help="The session id (x-summarizer-session).")],
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The whole view as JSON.")] = False,
+) -> None:
+    """Show one session: each compaction's summary, ledger, score, missed facts and tokens."""
+    with opened(store) as log:
+        views = _views(log, session)
+    if not views:
+        typer.echo(f"error: no session {session!r} in this store", err=True)
+        raise typer.Exit(1)
+    if as_json:
+        for view in views:
+            data = view.model_dump(mode="json", exclude={"namespace"})
+            data["namespace"] = namespace_label(view.namespace)
+            for request in data["requests"]:
+                request.pop("namespace", None)
+            typer.echo(json.dumps(data))
+        return
+    for view in views:
+        _print_view(view)
+
+
+def _print_view(view: SessionView) -> None:
+    row = view.row
+    typer.echo(f"session {view.session}  ({namespace_label(view.namespace)})")
+    if row is not None:
+        typer.echo(
+            f"  {row.requests} requests, {row.compactions} compactions, model {row.model}; "
+            f"tokens now {row.tokens_now:,}, peak {row.tokens_peak:,}, window {row.window:,}; "
+            f"cached {_share(row)}; {_when(row.first_seen)} to {_when(row.last_seen)} UTC"
+        )
+    if not view.compactions:
+        typer.echo("  no compaction yet")
+    for number, compaction in enumerate(view.compactions, start=1):
+        score = "n/a" if compaction.score is None else f"{compaction.score:.2f}"
+        latency = "" if compaction.latency_s is None else f", {compaction.latency_s:.1f} s"
+        typer.echo("")
+        typer.echo(
+            f"compaction {number} at {_when(compaction.created_at)} UTC ({compaction.trigger}"
+            f"{latency}): {compaction.tokens_before:,} -> {compaction.tokens_after:,} tokens, "
+            f"score {score}, summary by {compaction.summary_model}"
+            + (f", FAILED: {compaction.failure}" if compaction.failure else "")
+        )
+        for summary in compaction.summaries:
+            typer.echo(f"  summary of messages {summary.start}-{summary.end - 1}:")
+            for line in (summary.summary or "(mechanical fallback)").splitlines():
+                typer.echo(f"    | {line}")
+            if summary.ledger:
+                typer.echo(f"  ledger ({len(summary.ledger)} facts):")
+                for fact in summary.ledger:
+                    typer.echo(f"    - [{fact.get('kind', '?')}] {fact.get('text', '')}")
+            if summary.missed:
+                typer.echo(f"  missed by the summary ({len(summary.missed)}, kept in the ledger):")
+                for text in summary.missed:
+                    typer.echo(f"    - {text}")
+    if not view.recorded:
+        typer.echo("")
+        typer.echo("  (conversation not recorded: run the proxy with --record to keep it)")
+
+
+def export_command(
+    session: Annotated[
+        str | None, typer.Argument(help="The session to export (or --all).", show_default=False)
+    ] = None,
+    export_all: Annotated[bool, typer.Option("--all", help="Every recorded session.")] = False,
+    out: Annotated[Path, typer.Option(help="The JSONL file to write.")] = Path("cases.jsonl"),
+    store: StoreOption = None,
+) -> None:
+    """Write recorded conversations as a `summarizer eval` dataset (needs `serve --record`)."""
+    if (session is None) == (not export_all):
+        typer.echo("error: name one SESSION or pass --all", err=True)
+        raise typer.Exit(2)
+    with opened(store) as log:
+        recordings = log.recordings(session=session)
+        cases = [_case(log, recording) for recording in recordings]
+    if not cases:
+        typer.echo(
+            "error: no recorded conversation"
+            + (f" for session {session!r}" if session else "")
+            + " (the proxy records only with --record)",
+            err=True,
+        )
+        raise typer.Exit(1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as handle:
+        for case in cases:
+            handle.write(json.dumps(case) + "\n")
+    typer.echo(f"wrote {len(cases)} case(s) to {out}")
+
+
+def _case(log: Any, recording: Recording) -> dict[str, Any]:
+    """One recording as an evaluation case, with the proxy's latest summary as a given one."""
+    from ..evaluation.dataset import Case
+
+    label = namespace_label(recording.namespace)
+    checkpoints = log.list_session(recording.namespace, recording.session)
+    summaries = []
+    if checkpoints and checkpoints[-1].slots:
+        latest = checkpoints[-1]
+        covers = max(slot.end for slot in latest.slots)
+        text = redact("\n\n".join(slot.summary for slot in latest.slots if slot.summary))
+        if text and covers <= len(recording.messages):
+            summaries.append({"name": "proxy", "text": text, "covers": covers})
+    case = Case.model_validate(
+        {
+            "id": f"{label}-{recording.session}",
+            "messages": recording.messages,
+            "tools": recording.tools,
+            "model": recording.model,
+            "summaries": summaries,
+            "metadata": {
+                "source": "summarizer export",
+                "namespace": label,
+                "session": recording.session,
+                "recorded_at": _when(recording.at),
+            },
+        }
+    )
+    return case.model_dump(mode="json", exclude_none=True)

@@ -1,0 +1,123 @@
+"""What the proxy notes of each managed request once its answer is sent: a ``RequestRecord``
+in the store's activity log and, with ``--record``, the session's conversation (secrets
+redacted). Written after the response, in a worker thread: never on the client's critical path,
+and a failed write costs a log line, never the request."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from starlette.background import BackgroundTask
+from starlette.responses import Response
+
+from ..core.activity import Recording, RequestRecord, redact
+from ..stores import ActivityLog
+from .chat_context import ChatContext
+from .headers import credential
+from .state import ProxyState
+
+logger = logging.getLogger("summarizer.proxy")
+
+
+def request_record(context: ChatContext, *, status: int, started: float) -> RequestRecord | None:
+    """The record of a settled request (None for one forwarded unmanaged)."""
+    located, result = context.located, context.result
+    if located is None or result is None:
+        return None
+    event = result.event
+    return RequestRecord(
+        namespace=result.namespace,
+        session=result.session,
+        at=started,
+        model=located.model,
+        api=_API_NAMES.get(type(context.chat).__name__, "chat"),
+        tokens_before=event.tokens_before if event is not None else located.calibrated_tokens,
+        tokens_sent=result.report.estimated_tokens,
+        window=located.budget.context_window,
+        reported_tokens=context.reported_tokens,
+        cached_tokens=context.cached_tokens,
+        compacted=result.compacted,
+        checkpoint_id=result.checkpoint_id,
+        status=status,
+        latency_s=time.time() - started,
+        compaction_s=event.latency_s if event is not None and result.compacted else None,
+    )
+
+
+_API_NAMES = {
+    "ChatRequest": "chat",
+    "MessagesRequest": "messages",
+    "ResponsesRequest": "responses",
+    "TranslatedResponsesRequest": "responses",
+}
+
+
+def note_after(
+    response: Response, state: ProxyState, context: ChatContext, started: float
+) -> Response:
+    """``response``, set to log its request once it has been sent (its stream included)."""
+    log = state.store if isinstance(state.store, ActivityLog) else None
+    if log is None:
+        return response
+
+    async def note() -> None:
+        record = request_record(context, status=response.status_code, started=started)
+        if record is None:
+            return
+        recording = _recording(state, context) if state.settings.record else None
+        await _quietly(asyncio.to_thread(_write, log, record, recording))
+
+    response.background = _chained(response.background, note)
+    return response
+
+
+def _recording(state: ProxyState, context: ChatContext) -> Callable[[], Recording]:
+    """Builds the session's recording (redaction runs in the worker thread)."""
+    turn = context.chat.turn()
+    secrets = [s for s in (credential(context.chat.headers), _upstream_key(state)) if s]
+    result = context.result
+    assert result is not None
+
+    def build() -> Recording:
+        return Recording(
+            namespace=result.namespace,
+            session=result.session,
+            model=turn.model,
+            at=time.time(),
+            messages=redact(list(turn.messages), secrets),
+            tools=redact(list(turn.tools), secrets) if turn.tools else None,
+        )
+
+    return build
+
+
+def _upstream_key(state: ProxyState) -> str | None:
+    key = state.settings.upstream_api_key
+    return key.get_secret_value() if key is not None else None
+
+
+def _write(
+    log: ActivityLog, record: RequestRecord, recording: Callable[[], Recording] | None
+) -> None:
+    log.log_request(record)
+    if recording is not None:
+        log.record_conversation(recording())
+
+
+async def _quietly(work: Awaitable[None]) -> None:
+    try:
+        await work
+    except Exception as exc:  # the answer is sent: a lost log line must not become an error
+        logger.warning("could not write the activity log: %s", type(exc).__name__)
+
+
+def _chained(first: BackgroundTask | None, then: Callable[[], Awaitable[None]]) -> BackgroundTask:
+    async def both() -> None:
+        if first is not None:
+            await first()
+        await then()
+
+    return BackgroundTask(both)
