@@ -26,18 +26,15 @@ def demo_proxy(
     record: Callable[[CompactionEvent], None],
     config: dict[str, Any],
 ) -> Iterator[ProxyServer]:
-    """The running proxy (``config``: more ``Settings`` fields); ``record`` hears each
-    compaction."""
+    """The running proxy (``config``: more ``Settings`` fields, ``db`` included: by default a
+    temporary folder's); ``record`` hears each compaction."""
     from ..proxy.server import ProxyServer
     from ..proxy.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="summarizer-demo-") as folder:
+        values: dict[str, Any] = {"db": Path(folder) / "checkpoints.db", **config}
         settings = Settings(
-            upstream=upstream.base_url,
-            port=0,
-            db=Path(folder) / "checkpoints.db",
-            context_window=context_window,
-            **config,
+            upstream=upstream.base_url, port=0, context_window=context_window, **values
         )
         with ProxyServer(settings, on_compaction=record) as proxy:
             yield proxy

@@ -57,6 +57,16 @@ def demo(
             "API, the whole input each turn); the last two through the proxy."
         ),
     ] = "chat",
+    keep_serving: Annotated[
+        bool,
+        typer.Option(
+            "--keep-serving",
+            help="After the session, keep the proxy serving on --port in front of the test "
+            "model, with the session's store (kept in a temporary folder it names): look at it "
+            "with summarizer sessions, /ui, or point a real agent at it. Ctrl-C stops it.",
+        ),
+    ] = False,
+    port: Annotated[int, typer.Option(help="The port --keep-serving serves on.")] = 8787,
 ) -> None:
     """Run a long scripted tool-using agent through summarizer against a built-in test model.
 
@@ -76,6 +86,14 @@ def demo(
     if api != "chat" and via != "proxy":
         typer.echo(f"error: --api {api} runs through the proxy (--via proxy)", err=True)
         raise typer.Exit(2)
+    if keep_serving and via != "proxy":
+        typer.echo("error: --keep-serving keeps the proxy serving (--via proxy)", err=True)
+        raise typer.Exit(2)
+    kept: dict[str, Any] = {}
+    if keep_serving:
+        import tempfile
+
+        kept = _kept_settings(Path(tempfile.mkdtemp(prefix="summarizer-demo-")))
     counter = {"n": 0}
 
     def show(seen: TurnCompaction) -> None:
@@ -116,6 +134,7 @@ def demo(
         via="proxy" if via == "proxy" else "library",
         on_compaction=show,
         api="messages" if api == "messages" else "responses" if api == "responses" else "chat",
+        **kept,
     )
     rows = [
         ("agent requests", f"{stats.agent_requests}"),
@@ -156,6 +175,23 @@ def demo(
         typer.echo(f"lost: {lost}")
     if stats.planted_lost or stats.largest_prompt_tokens > stats.context_window:
         raise typer.Exit(1)
+    if keep_serving:
+        from ..proxy.settings import Settings
+        from .test_upstream_serve import serve_with_test_upstream
+
+        typer.echo("")
+        serve_with_test_upstream(Settings(port=port, context_window=context_window, **kept))
+
+
+def _kept_settings(folder: Path) -> dict[str, Any]:
+    """The ``Settings`` fields a demo that keeps serving runs with: its store in ``folder``,
+    conversations recorded, the page on when this version has it."""
+    from ..proxy.settings import Settings
+
+    kept: dict[str, Any] = {"db": folder / "checkpoints.db", "record": True}
+    if "ui" in Settings.model_fields:
+        kept["ui"] = True
+    return kept
 
 
 @app.command()
@@ -263,6 +299,17 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    test_upstream: Annotated[
+        bool,
+        typer.Option(
+            "--test-upstream",
+            help="Forward to the built-in test model (started on 127.0.0.1; it answers what it "
+            "received and writes heuristic summaries) instead of an upstream: point a real agent "
+            "at the proxy with no key and no network. Its checkpoints go to test-upstream.db in "
+            "the user state folder unless --db is given; the window is 16000 unless "
+            "--context-window is.",
+        ),
+    ] = False,
     cache_breakpoints: Annotated[
         str | None,
         typer.Option(
@@ -282,8 +329,14 @@ def serve(
     """
     from ..core.errors import SummarizerError
     from ..proxy.server import serve as run_server
-    from ..proxy.settings import Settings
+    from ..proxy.settings import Settings, default_db_path
 
+    if test_upstream:
+        if upstream is not None:
+            typer.echo("error: --test-upstream and --upstream name two upstreams", err=True)
+            raise typer.Exit(2)
+        db = db or default_db_path().with_name("test-upstream.db")
+        context_window = context_window or 16_000
     try:
         settings = Settings.from_env(
             host=host,
@@ -308,7 +361,12 @@ def serve(
             responses_upstream=responses_upstream,
             record=record,
         )
-        run_server(settings)
+        if test_upstream:
+            from .test_upstream_serve import serve_with_test_upstream
+
+            serve_with_test_upstream(settings)
+        else:
+            run_server(settings)
     except SummarizerError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

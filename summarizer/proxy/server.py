@@ -20,6 +20,7 @@ from ..loaders.tokenizers import load_encoding
 from ..stores import Store
 from .access import check_exposure, check_not_own_upstream
 from .app import create_app
+from .banner import banner_lines, print_banner
 from .settings import Settings
 
 
@@ -46,8 +47,9 @@ def tune_gc_for_serving() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
-def serve(settings: Settings) -> None:
-    """Serve the proxy on ``settings.host:settings.port`` until interrupted.
+def serve(settings: Settings, *, upstream_note: str = "") -> None:
+    """Serve the proxy on ``settings.host:settings.port`` until interrupted, after printing the
+    startup banner (``upstream_note`` follows the upstream there).
 
     Raises ``ConfigurationError`` before binding when the settings would expose the server-side
     key (``access.check_exposure``) or when the upstream is this proxy's own address.
@@ -59,6 +61,7 @@ def serve(settings: Settings) -> None:
     check_not_own_upstream(settings, settings.port)
     check_tokenizers()
     app = create_app(settings)
+    print_banner(settings, banner_lines(settings, upstream_note=upstream_note))
     tune_gc_for_serving()
     uvicorn.run(
         app,

@@ -1,0 +1,5 @@
+"""``python -m summarizer``: the command line."""
+
+from .cli import main
+
+main()

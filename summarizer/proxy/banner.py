@@ -1,0 +1,94 @@
+"""What ``summarizer serve`` says when it starts: where it forwards, where state lives, which
+window rule applies, who may use it, and where to look at what it did. Never a credential."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from importlib.metadata import version
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .settings import Settings
+
+logger = logging.getLogger("summarizer.proxy")
+
+
+def display_url(url: str) -> str:
+    """``url`` without its userinfo (a password), query or fragment."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
+def store_line(settings: Settings) -> str:
+    """Where checkpoints and the activity log live."""
+    where = settings.db_path()
+    if str(where) == ":memory:":
+        return ":memory: (SQLite in memory: nothing survives a restart)"
+    return f"{Path(where)} (SQLite)"
+
+
+def window_line(settings: Settings) -> str:
+    """The window rule, and the thresholds."""
+    config = settings.compaction
+    if config.context_window is not None:
+        rule = f"{config.context_window:,} tokens for every model"
+    else:
+        rule = (
+            "each model's known window; a model the registry does not know is forwarded "
+            "unmanaged (set --context-window)"
+        )
+    return (
+        f"{rule}; compact above {config.trigger_ratio:.0%} of it, down to "
+        f"{config.target_ratio:.0%}, policy {config.policy}"
+    )
+
+
+def tenancy_line(settings: Settings) -> str:
+    """Who may use the proxy, whose key goes upstream, and who reads sessions."""
+    keys = len(settings.client_keys)
+    who = f"{keys} client key(s) required" if keys else "open: any client that can connect"
+    upstream = (
+        "the server's key (SUMMARIZER_UPSTREAM_API_KEY) upstream"
+        if settings.upstream_api_key is not None
+        else "each client's own key upstream"
+    )
+    return f"{who}; {upstream}; sessions API {settings.sessions_api}"
+
+
+def banner_lines(settings: Settings, *, upstream_note: str = "") -> list[str]:
+    """The banner, a line each (``upstream_note`` follows the upstream's URL)."""
+    base = f"http://{settings.host}:{settings.port}"
+    ui = getattr(settings, "ui", False)
+    record = (
+        "on: each session's latest conversation is kept, secrets redacted"
+        if settings.record
+        else "off: counts and summaries only (--record keeps conversations for export)"
+    )
+    store_arg = settings.db_path()
+    look = [
+        f"summarizer sessions --store {store_arg}",
+        f"{base}/ui" if ui else "/ui is off (--ui)",
+        f"{base}/metrics",
+    ]
+    return [
+        f"summarizer {version('summarizer')} proxy: point agents at {base}/v1",
+        f"  upstream   {display_url(settings.upstream)}{upstream_note}",
+        f"  store      {store_line(settings)}",
+        f"  window     {window_line(settings)}",
+        f"  tenancy    {tenancy_line(settings)}",
+        f"  recording  {record}",
+        f"  look       {' | '.join(look)}",
+    ]
+
+
+def print_banner(settings: Settings, lines: Sequence[str]) -> None:
+    """To standard error as it is, or one log line each with JSON logs."""
+    if settings.log_format == "json":
+        for line in lines:
+            logger.info("startup: %s", line.strip())
+        return
+    print("\n".join(lines), file=sys.stderr, flush=True)

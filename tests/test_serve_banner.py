@@ -1,0 +1,113 @@
+"""What ``summarizer serve`` says at startup, ``serve --test-upstream`` and
+``demo --keep-serving``: real processes on 127.0.0.1, the real openai SDK."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import openai
+from pydantic import SecretStr
+from typer.testing import CliRunner
+
+from summarizer.cli.main import app
+from summarizer.proxy.banner import banner_lines, display_url
+from summarizer.proxy.settings import Settings
+
+from .conftest import wait_until_serving
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_banner_names_everything_an_operator_checks_and_no_secret() -> None:
+    settings = Settings(
+        upstream="https://user:hunter2-password@api.example.com/v1?token=abc",
+        upstream_api_key=SecretStr("sk-server-secret-0123456789"),
+        client_keys=["client-key-one-0123456789"],
+        db=Path("/var/lib/summarizer/checkpoints.db"),
+        record=True,
+    )
+    text = "\n".join(banner_lines(settings))
+    for secret in ("hunter2", "sk-server-secret", "client-key-one", "token=abc"):
+        assert secret not in text
+    assert "https://api.example.com/v1" in text
+    assert "/var/lib/summarizer/checkpoints.db (SQLite)" in text
+    assert "1 client key(s) required" in text and "the server's key" in text
+    assert "each model's known window" in text and "--context-window" in text
+    assert "recording  on" in text and "summarizer sessions --store" in text
+    fixed = "\n".join(banner_lines(Settings(context_window=32_000, trigger_ratio=0.7)))
+    assert "32,000 tokens for every model; compact above 70%" in fixed
+    assert "open: any client" in fixed and "each client's own key upstream" in fixed
+
+
+def test_display_url_drops_userinfo_query_and_fragment() -> None:
+    assert display_url("redis://:pw@cache:6379/0?x=1#y") == "redis://cache:6379/0"
+
+
+def test_test_upstream_and_upstream_together_are_refused() -> None:
+    result = CliRunner().invoke(
+        app, ["serve", "--test-upstream", "--upstream", "http://127.0.0.1:1/v1"]
+    )
+    assert result.exit_code == 2 and "two upstreams" in result.output
+
+
+def _serve(args: list[str], tmp_path: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "HOME": str(tmp_path)}  # the default state folder stays in tmp
+    return subprocess.Popen(
+        [sys.executable, "-m", "summarizer", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _stop(process: subprocess.Popen[str]) -> tuple[str, str]:
+    process.send_signal(signal.SIGINT)
+    try:
+        return process.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.communicate()
+
+
+def test_serve_test_upstream_answers_a_real_agent_with_no_key(tmp_path: Path) -> None:
+    port = free_port()
+    db = tmp_path / "t.db"
+    process = _serve(["serve", "--test-upstream", "--port", str(port), "--db", str(db)], tmp_path)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_serving(process, url)
+        sdk = openai.OpenAI(base_url=f"{url}/v1", api_key="anything", max_retries=0)
+        reply = sdk.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hello there"}]
+        )
+        text = reply.choices[0].message.content or ""
+        assert "received 1 messages" in text and "hello there" in text
+    finally:
+        _, stderr = _stop(process)
+    assert "built-in test model" in stderr and f"point agents at {url}/v1" in stderr
+    assert f"{db} (SQLite)" in stderr and "16,000 tokens for every model" in stderr
+
+
+def test_demo_keep_serving_leaves_the_session_to_look_at(tmp_path: Path) -> None:
+    port = free_port()
+    process = _serve(["demo", "--turns", "30", "--keep-serving", "--port", str(port)], tmp_path)
+    try:
+        wait_until_serving(process, f"http://127.0.0.1:{port}", timeout=120)
+    finally:
+        stdout, stderr = _stop(process)
+    assert "compaction  1" in stdout or "compaction 1" in stdout, stdout
+    store = re.search(r"summarizer sessions --store (\S+)", stderr)
+    assert store is not None, stderr
+    listed = CliRunner().invoke(app, ["sessions", "--store", store[1], "--json"])
+    assert listed.exit_code == 0 and '"requests": 31' in listed.output, listed.output
