@@ -131,3 +131,19 @@ def test_since_reads_durations_and_dates() -> None:
 def test_version() -> None:
     result = run("--version")
     assert result.exit_code == 0 and result.output.startswith("summarizer ")
+
+
+@pytest.mark.parametrize("api", ["messages", "responses"])
+def test_the_other_front_doors_log_their_requests(api: str, tmp_path: Path) -> None:
+    from summarizer.cli.demo import run_coding_session
+
+    db = tmp_path / "checkpoints.db"
+    stats = run_coding_session(turns=30, api=api, via="proxy", db=db)  # type: ignore[arg-type]
+    time.sleep(0.3)
+    with SQLiteStore(db) as store:
+        (row,) = store.list_sessions()
+        records = store.session_requests(None, row.session)
+    assert row.requests == stats.agent_requests and row.compactions == stats.compactions >= 1
+    assert {r.api for r in records} == {api}
+    assert all(r.reported_tokens for r in records)
+    assert row.cache_share is not None and row.cache_share > 0

@@ -33,7 +33,7 @@ def request_record(context: ChatContext, *, status: int, started: float) -> Requ
         session=result.session,
         at=started,
         model=located.model,
-        api=_API_NAMES.get(type(context.chat).__name__, "chat"),
+        api=getattr(context.chat, "front_door", "chat"),
         tokens_before=event.tokens_before if event is not None else located.calibrated_tokens,
         tokens_sent=result.report.estimated_tokens,
         window=located.budget.context_window,
@@ -45,14 +45,6 @@ def request_record(context: ChatContext, *, status: int, started: float) -> Requ
         latency_s=time.time() - started,
         compaction_s=event.latency_s if event is not None and result.compacted else None,
     )
-
-
-_API_NAMES = {
-    "ChatRequest": "chat",
-    "MessagesRequest": "messages",
-    "ResponsesRequest": "responses",
-    "TranslatedResponsesRequest": "responses",
-}
 
 
 def note_after(

@@ -127,6 +127,7 @@ class ChatRequest(ParsedRequest):
 
     upstream_path: ClassVar[str] = "/chat/completions"
     api: ClassVar[str] = "openai"
+    front_door: ClassVar[str] = "chat"
 
     def turn(self) -> Turn:
         """The request as the engine sees it."""

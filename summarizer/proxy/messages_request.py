@@ -38,6 +38,7 @@ _COUNTED = ("model", "system", "tools", "tool_choice", "thinking")
 class MessagesRequest(ParsedRequest):
     """A parsed, checked Messages request, decoded for the engine, and who sent it."""
 
+    front_door: ClassVar[str] = "messages"
     upstream_path: ClassVar[str] = "/messages"
     api: ClassVar[str] = "anthropic"
     decoded: Decoded

@@ -62,6 +62,7 @@ _USAGE_EVENTS = (b"response.completed", b"response.incomplete", b"response.faile
 class ResponsesRequest(ParsedRequest):
     """A parsed, checked Responses request, decoded for the engine, and who sent it."""
 
+    front_door: ClassVar[str] = "responses"
     upstream_path: ClassVar[str] = "/responses"
     api: ClassVar[str] = "openai"
     decoded: ResponsesDecoded | None
