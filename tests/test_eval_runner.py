@@ -372,7 +372,9 @@ def test_the_html_report_escapes_everything_from_the_data() -> None:
     assert "<script" not in page and "<i>" not in page
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
     markdown = render_markdown([row], config=config, prices=default_prices())
-    assert "given:a\\|b<i>" in markdown  # a pipe cannot break the table
+    # a pipe cannot break the table, nor a tag become markup
+    assert "given:a\\|b\\<i>" in markdown
+    assert "<i>" not in markdown.replace("\\<i>", "")
 
 
 def test_a_budget_the_strategy_cannot_meet_is_infeasible_and_not_retried(tmp_path: Path) -> None:

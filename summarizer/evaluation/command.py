@@ -191,8 +191,13 @@ def eval_command(
     from .metrics import aggregate
     from .pricing import load_prices
     from .report import markdown_table, strategy_table
+    from .report_verdicts import verdicts
 
-    typer.echo(markdown_table(strategy_table(aggregate(outcome.rows, load_prices(prices)))))
+    aggregates = aggregate(outcome.rows, load_prices(prices))
+    for line in verdicts(aggregates):
+        typer.echo(line.line)
+    typer.echo("")
+    typer.echo(markdown_table(strategy_table(aggregates)))
     infeasible = sum(1 for row in outcome.rows if row.status == "infeasible")
     typer.echo(
         f"\n{outcome.computed} rows computed, {outcome.skipped} already done, "

@@ -12,7 +12,7 @@ difference is quoting (``KeyError: 'x'`` against ``KeyError: "x"`` or ``KeyError
   this measure favours ledger strategies: it is reported apart from gold recall for that reason;
 - ``compression_ratio``: tokens after over tokens before (lower is more compressed);
 - ``aggregate``: per-strategy means (rows with errors counted, never averaged in), and missed
-  gold facts counted by kind.
+  gold facts counted by kind, and the summaries' verdicts counted.
 """
 
 from __future__ import annotations
@@ -172,6 +172,9 @@ class StrategyAggregate(BaseModel):
     probe_gap: float | None = None
     missed_by_kind: dict[str, int] = Field(default_factory=dict)
     """Missed gold facts, counted by kind over every case."""
+    verdicts: dict[str, int] = Field(default_factory=dict)
+    """What became of the summaries the model wrote (``accepted``, ``repaired``, ``replaced``),
+    counted over every case; empty when the strategy wrote none."""
 
 
 def missed_by_kind(rows: Iterable[ResultRow]) -> dict[str, int]:
@@ -180,6 +183,15 @@ def missed_by_kind(rows: Iterable[ResultRow]) -> dict[str, int]:
     for row in rows:
         if row.status == "ok" and row.gold is not None:
             counts.update(fact.kind for fact in row.gold.missed)
+    return dict(sorted(counts.items()))
+
+
+def verdict_counts(rows: Iterable[ResultRow]) -> dict[str, int]:
+    """The verdicts of the rows that succeeded, counted, verdicts sorted by name."""
+    counts: Counter[str] = Counter()
+    for row in rows:
+        if row.status == "ok":
+            counts.update(row.verdicts)
     return dict(sorted(counts.items()))
 
 
@@ -219,6 +231,7 @@ def aggregate(
                 probe_accuracy_full=mean(row.probe_accuracy_full for row in ok),
                 probe_gap=mean(row.probe_gap for row in ok),
                 missed_by_kind=missed_by_kind(ok),
+                verdicts=verdict_counts(ok),
             )
         )
     return out

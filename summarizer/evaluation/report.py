@@ -1,9 +1,12 @@
 """The reports of a run: ``report.json``, ``report.md`` (tables) and ``report.html``.
 
 All three are rebuilt from the rows of ``results.jsonl`` (and the price table, so costs follow
-``--prices`` without recomputing rows). The HTML page is self-contained: inline CSS and inline SVG
-charts (gold recall against compression per strategy; missed gold facts by kind), no script, no
-external resource; every text from the data is escaped.
+``--prices`` without recomputing rows). Markdown and HTML open with one verdict line per strategy
+(``report_verdicts``), then the tables: strategies, missed gold facts by kind, the facts the
+summaries missed by their text (``report_facts``), the cases. The HTML page is self-contained:
+inline CSS and inline SVG charts (gold recall against compression per strategy; missed gold facts
+by kind), no script, no external resource; every text from the data is escaped
+(``report_tables``).
 """
 
 from __future__ import annotations
@@ -19,10 +22,25 @@ from .charts import Point, grouped_bars, scatter
 from .metrics import StrategyAggregate, aggregate, row_cost
 from .pricing import Price, price_for
 from .records import ResultRow, RunConfig
+from .report_facts import facts_summary, facts_table, missed_cell, missed_facts, scored_labels
+from .report_tables import Cell, Table, html_table, markdown_table, md_text
+from .report_verdicts import verdicts
 
-Table = tuple[list[str], list[list[str]], int]
-"""Headers, rows of cells, and how many leading columns hold text (left-aligned; the others are
-numbers, right-aligned); rendered as Markdown or HTML."""
+__all__ = [
+    "COST_NOTE",
+    "METRIC_NOTE",
+    "Table",
+    "case_table",
+    "facts_sections",
+    "html_table",
+    "kinds_table",
+    "markdown_table",
+    "render_html",
+    "render_markdown",
+    "report_data",
+    "strategy_table",
+    "write_reports",
+]
 
 COST_NOTE = (
     "Cost is an estimate per case: the strategy's model calls plus the next request with the "
@@ -58,7 +76,8 @@ def _usd(value: float | None) -> str:
 def report_data(
     rows: Sequence[ResultRow], *, config: RunConfig, prices: Mapping[str, Price]
 ) -> dict[str, Any]:
-    """What ``report.json`` holds: the run's config, per-strategy aggregates, per-case rows."""
+    """What ``report.json`` holds: the run's config, the verdict lines, per-strategy aggregates
+    and missed gold facts (every one, by text, with ids, kind and cases), per-case rows."""
     aggregates = aggregate(rows, prices)
     models = sorted({r.agent_model for r in rows} | {c.model for r in rows for c in r.calls})
     used = {m: price_for(m, prices) for m in models}
@@ -91,7 +110,12 @@ def report_data(
     return {
         "config": config.model_dump(),
         "prices": {m: (p.model_dump() if p else None) for m, p in used.items()},
+        "verdicts": [v.line for v in verdicts(aggregates)],
         "strategies": [a.model_dump() for a in aggregates],
+        "missed_facts": {
+            label: [e.model_dump() | {"count": e.count} for e in entries]
+            for label, entries in missed_facts(rows).items()
+        },
         "cases": cases,
         "notes": {"metrics": METRIC_NOTE, "cost": COST_NOTE},
     }
@@ -116,9 +140,9 @@ def strategy_table(aggregates: Sequence[StrategyAggregate]) -> Table:
     ]
     if probes:
         headers += ["probe accuracy", "full-context accuracy", "gap"]
-    lines = []
+    lines: list[list[Cell]] = []
     for a in aggregates:
-        line = [
+        line: list[Cell] = [
             a.label,
             str(a.rows),
             str(a.errors),
@@ -141,7 +165,7 @@ def strategy_table(aggregates: Sequence[StrategyAggregate]) -> Table:
 def kinds_table(aggregates: Sequence[StrategyAggregate]) -> Table:
     """Missed gold facts by kind, one line per strategy."""
     kinds = sorted({k for a in aggregates for k in a.missed_by_kind})
-    lines = [
+    lines: list[list[Cell]] = [
         [
             a.label,
             *(str(a.missed_by_kind.get(k, 0)) for k in kinds),
@@ -154,9 +178,8 @@ def kinds_table(aggregates: Sequence[StrategyAggregate]) -> Table:
 
 def case_table(rows: Sequence[ResultRow]) -> Table:
     """One line per case and strategy."""
-    lines = []
+    lines: list[list[Cell]] = []
     for r in rows:
-        missed = ", ".join(m.id or m.text for m in r.gold.missed) if r.gold else ""
         if r.status in ("error", "infeasible"):
             status = f"{r.status}: {r.error}"
         else:
@@ -165,7 +188,7 @@ def case_table(rows: Sequence[ResultRow]) -> Table:
             [
                 r.case_id,
                 r.label,
-                missed or "–",
+                missed_cell(r.gold.missed if r.gold else []),
                 status or "–",
                 _pct(r.gold.recall if r.gold else None),
                 _pct(r.extracted.recall if r.extracted else None),
@@ -186,37 +209,6 @@ def case_table(rows: Sequence[ResultRow]) -> Table:
     return headers, lines, 4
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(table: Table) -> str:
-    """``table`` as a GitHub-flavoured Markdown table."""
-    headers, lines, text_columns = table
-    out = ["| " + " | ".join(map(_md_cell, headers)) + " |"]
-    out.append(
-        "|" + "|".join("---" if i < text_columns else "---:" for i in range(len(headers))) + "|"
-    )
-    out += ["| " + " | ".join(map(_md_cell, line)) + " |" for line in lines]
-    return "\n".join(out)
-
-
-def html_table(table: Table) -> str:
-    """``table`` as an HTML table, every cell escaped."""
-    headers, lines, text_columns = table
-
-    def cell(tag: str, i: int, text: str) -> str:
-        align = ' class="text"' if i < text_columns else ""
-        return f"<{tag}{align}>{escape(text)}</{tag}>"
-
-    head = "".join(cell("th", i, h) for i, h in enumerate(headers))
-    body = "".join(
-        "<tr>" + "".join(cell("td", i, text) for i, text in enumerate(line)) + "</tr>"
-        for line in lines
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _run_lines(config: RunConfig, rows: Sequence[ResultRow]) -> list[str]:
     base = (
         f"{config.context_window:,}-token window"
@@ -233,13 +225,30 @@ def _run_lines(config: RunConfig, rows: Sequence[ResultRow]) -> list[str]:
     ]
 
 
+def facts_sections(rows: Sequence[ResultRow]) -> list[tuple[str, Table | None]]:
+    """Per strategy, the sentence introducing its missed gold facts and their table (None when
+    it missed none)."""
+    scored = scored_labels(rows)
+    return [
+        (facts_summary(label, entries, label in scored), facts_table(entries) if entries else None)
+        for label, entries in missed_facts(rows).items()
+    ]
+
+
 def render_markdown(
     rows: Sequence[ResultRow], *, config: RunConfig, prices: Mapping[str, Price]
 ) -> str:
-    """``report.md``."""
+    """``report.md``: the verdict lines first, then the tables."""
     aggregates = aggregate(rows, prices)
+    facts: list[str] = []
+    for sentence, table in facts_sections(rows):
+        facts += [md_text(sentence), ""]
+        if table is not None:
+            facts += [markdown_table(table), ""]
     parts = [
         "# Summary-quality evaluation",
+        "",
+        *(f"- {md_text(v.line)}" for v in verdicts(aggregates)),
         "",
         *_run_lines(config, rows),
         "",
@@ -251,6 +260,9 @@ def render_markdown(
         "",
         markdown_table(kinds_table(aggregates)),
         "",
+        "## Facts the summaries missed",
+        "",
+        *facts,
         "## Cases",
         "",
         markdown_table(case_table(rows)),
@@ -272,14 +284,15 @@ table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
 th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right;vertical-align:top}
 .text{text-align:left}
 thead th{background:#f3f3f3}.note{color:#555;font-size:.85rem;max-width:900px}
-figure{margin:1rem 0}
+figure{margin:1rem 0}code{white-space:pre-wrap;overflow-wrap:anywhere}
+ul.verdicts{font-size:1.05rem;padding-left:1.2rem}ul.verdicts li{margin:.2rem 0}
 """
 
 
 def render_html(
     rows: Sequence[ResultRow], *, config: RunConfig, prices: Mapping[str, Price]
 ) -> str:
-    """``report.html``: self-contained, with the two charts."""
+    """``report.html``: self-contained, the verdict lines first, with the two charts."""
     aggregates = aggregate(rows, prices)
     series: dict[str, list[Point]] = {a.label: [] for a in aggregates}
     for r in rows:
@@ -304,11 +317,20 @@ def render_html(
         y_label="missed facts (all cases)",
     )
     meta = "".join(f"<p>{escape(line)}</p>" for line in _run_lines(config, rows))
+    lines = "".join(
+        f"<li><strong>{escape(v.label)}</strong>: {escape(v.text)}</li>"
+        for v in verdicts(aggregates)
+    )
+    facts = "".join(
+        f"<p>{escape(sentence)}</p>" + (html_table(table) if table is not None else "")
+        for sentence, table in facts_sections(rows)
+    )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         "<title>Summary-quality evaluation</title>"
         f"<style>{_CSS}</style></head><body>"
         "<h1>Summary-quality evaluation</h1>"
+        f'<ul class="verdicts">{lines}</ul>'
         f"{meta}"
         "<h2>Strategies</h2>"
         f"{html_table(strategy_table(aggregates))}"
@@ -316,6 +338,7 @@ def render_html(
         "<h2>Missed gold facts by kind</h2>"
         f"{html_table(kinds_table(aggregates))}"
         f"<figure>{kinds_chart}</figure>"
+        f"<h2>Facts the summaries missed</h2>{facts}"
         "<h2>Cases</h2>"
         f"{html_table(case_table(rows))}"
         f'<h2>Notes</h2><p class="note">{escape(METRIC_NOTE)}</p>'
