@@ -9,6 +9,7 @@ is never read or touched, except by the CLI test (``CliRunner`` sets and restore
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -255,6 +256,22 @@ def test_routes_with_the_same_compaction_share_one_context_manager() -> None:
     assert table.route_for("b").context is table.route_for("c").context
     assert table.route_for("b").context is not table.default.context
     assert len(table.managers) == 2
+
+
+def test_a_model_whose_upstream_is_the_proxy_itself_is_refused_at_start(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = Settings(
+        port=port,
+        db=":memory:",
+        models=[
+            {"name": "ok", "upstream": "http://127.0.0.9:1/v1"},
+            {"name": "loop", "upstream": f"http://localhost:{port}/v1"},
+        ],
+    )
+    with pytest.raises(ConfigurationError, match=r"models\[1\]\.upstream: .*itself"):
+        ProxyServer(settings).start()
 
 
 # -- end to end: three upstreams, one proxy ----------------------------------------------------

@@ -102,10 +102,10 @@ def check_exposure(settings: Settings) -> None:
     )
 
 
-def upstream_is_self(settings: Settings, port: int) -> bool:
-    """Whether ``settings.upstream`` is this proxy listening on ``port``: the same port, on a
-    loopback, unspecified or this machine's own host."""
-    parts = urlsplit(settings.upstream)
+def upstream_is_self(settings: Settings, port: int, upstream: str | None = None) -> bool:
+    """Whether ``upstream`` (by default ``settings.upstream``) is this proxy listening on
+    ``port``: the same port, on a loopback, unspecified or this machine's own host."""
+    parts = urlsplit(settings.upstream if upstream is None else upstream)
     try:
         upstream_port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
@@ -121,7 +121,15 @@ def upstream_is_self(settings: Settings, port: int) -> bool:
 
 
 def check_not_own_upstream(settings: Settings, port: int) -> None:
-    """Refuse (``ConfigurationError``) an upstream that is this proxy on ``port`` itself."""
+    """Refuse (``ConfigurationError``) an upstream (the top-level one, or a ``[[models]]``
+    entry's) that is this proxy on ``port`` itself."""
+    for index, entry in enumerate(settings.models):
+        if entry.upstream is not None and upstream_is_self(settings, port, entry.upstream):
+            raise ConfigurationError(
+                f"models[{index}].upstream: {entry.upstream} is this proxy itself: it would "
+                f"forward every request for {entry.name!r} to itself; point it at the provider",
+                problems=((f"models[{index}].upstream", "is this proxy itself"),),
+            )
     if not upstream_is_self(settings, port):
         return
     parts = urlsplit(settings.upstream)
