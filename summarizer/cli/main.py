@@ -196,6 +196,17 @@ def _kept_settings(folder: Path) -> dict[str, Any]:
 
 @app.command()
 def serve(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="TOML file of settings and per-model routes ([[models]]: upstream, "
+            "api_key_env, context_window, summary_model, thresholds); flags and SUMMARIZER_* "
+            "variables override it. See the README's 'Configuration file'. "
+            "(default: $SUMMARIZER_CONFIG, else none)",
+        ),
+    ] = None,
     host: Annotated[
         str | None, typer.Option(help="Interface to listen on. (default: 127.0.0.1)")
     ] = None,
@@ -204,7 +215,7 @@ def serve(
         str | None,
         typer.Option(
             help="OpenAI-compatible base URL to forward to. "
-            "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1)"
+            "(default: the --config file's, else $OPENAI_BASE_URL, else https://api.openai.com/v1)"
         ),
     ] = None,
     db: Annotated[
@@ -321,8 +332,9 @@ def serve(
 ) -> None:
     """Run the OpenAI-compatible proxy: point an agent's base URL at http://HOST:PORT/v1.
 
-    Every flag can also be set in the environment: SUMMARIZER_CONTEXT_WINDOW for
-    --context-window, and so on; a flag wins over the environment. SUMMARIZER_UPSTREAM_API_KEY,
+    Every flag can also be set in the environment (SUMMARIZER_CONTEXT_WINDOW for
+    --context-window, and so on) and in the --config file; a flag wins over the environment,
+    which wins over the file. SUMMARIZER_UPSTREAM_API_KEY,
     when set, is sent upstream instead of each client's own key (there is deliberately no flag
     for it: command lines are visible to other users of the machine). With it and no
     --client-key, serve refuses any interface but loopback.
@@ -339,6 +351,7 @@ def serve(
         context_window = context_window or 16_000
     try:
         settings = Settings.from_env(
+            config_file=config,
             host=host,
             port=port,
             upstream=upstream,

@@ -81,22 +81,31 @@ def is_loopback(host: str) -> bool:
     return bool(addresses) and all(address.is_loopback for address in addresses)
 
 
+def server_keys(settings: Settings) -> list[str]:
+    """Where the proxy holds a server-side key: ``SUMMARIZER_UPSTREAM_API_KEY`` and each
+    ``[[models]]`` entry with an ``api_key_env`` (never the keys themselves)."""
+    named = ["SUMMARIZER_UPSTREAM_API_KEY"] if settings.upstream_api_key is not None else []
+    named += [f"the key of model {m.name!r}" for m in settings.models if m.api_key is not None]
+    return named
+
+
 def check_exposure(settings: Settings) -> None:
     """Refuse (``ConfigurationError``) a server-side key offered to every host that can connect."""
-    if settings.upstream_api_key is None or settings.client_keys or is_loopback(settings.host):
+    keys = server_keys(settings)
+    if not keys or settings.client_keys or is_loopback(settings.host):
         return
     raise ConfigurationError(
-        f"refusing to listen on {settings.host} with SUMMARIZER_UPSTREAM_API_KEY set and no "
+        f"refusing to listen on {settings.host} with {', '.join(keys)} set and no "
         "client keys: anyone who can reach this port would use the server's key. Say which "
         "clients may use it with --client-key KEY (repeatable) or "
         "SUMMARIZER_CLIENT_KEYS=KEY1,KEY2, or listen on 127.0.0.1"
     )
 
 
-def upstream_is_self(settings: Settings, port: int) -> bool:
-    """Whether ``settings.upstream`` is this proxy listening on ``port``: the same port, on a
-    loopback, unspecified or this machine's own host."""
-    parts = urlsplit(settings.upstream)
+def upstream_is_self(settings: Settings, port: int, upstream: str | None = None) -> bool:
+    """Whether ``upstream`` (by default ``settings.upstream``) is this proxy listening on
+    ``port``: the same port, on a loopback, unspecified or this machine's own host."""
+    parts = urlsplit(settings.upstream if upstream is None else upstream)
     try:
         upstream_port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
@@ -112,7 +121,15 @@ def upstream_is_self(settings: Settings, port: int) -> bool:
 
 
 def check_not_own_upstream(settings: Settings, port: int) -> None:
-    """Refuse (``ConfigurationError``) an upstream that is this proxy on ``port`` itself."""
+    """Refuse (``ConfigurationError``) an upstream (the top-level one, or a ``[[models]]``
+    entry's) that is this proxy on ``port`` itself."""
+    for index, entry in enumerate(settings.models):
+        if entry.upstream is not None and upstream_is_self(settings, port, entry.upstream):
+            raise ConfigurationError(
+                f"models[{index}].upstream: {entry.upstream} is this proxy itself: it would "
+                f"forward every request for {entry.name!r} to itself; point it at the provider",
+                problems=((f"models[{index}].upstream", "is this proxy itself"),),
+            )
     if not upstream_is_self(settings, port):
         return
     parts = urlsplit(settings.upstream)
@@ -125,11 +142,12 @@ def check_not_own_upstream(settings: Settings, port: int) -> None:
 
 def log_startup_notes(settings: Settings) -> None:
     """Say at startup who can use this proxy, and what keyless clients share."""
-    if settings.upstream_api_key is not None and not settings.client_keys:
+    keys = server_keys(settings)
+    if keys and not settings.client_keys:
         logger.warning(
-            "SUMMARIZER_UPSTREAM_API_KEY is set and no client keys are: any local process that "
-            "can reach %s:%s can use the server's key (set --client-key or "
-            "SUMMARIZER_CLIENT_KEYS to require a key)",
+            "%s set and no client keys are: any local process that can reach %s:%s can use "
+            "the server's key (set --client-key or SUMMARIZER_CLIENT_KEYS to require a key)",
+            " and ".join(keys) + (" is" if len(keys) == 1 else " are"),
             settings.host,
             settings.port,
         )

@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from ..library.upstream import says_context_length_exceeded
 from .errors import error_payload, error_response
+from .model_routes import ModelRoute
 from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")
@@ -41,41 +42,41 @@ def usable_usage(state: ProxyState, usage: Mapping[str, Any]) -> bool:
     return False
 
 
-def broken_off(state: ProxyState, exc: httpx2.TransportError) -> Response:
-    """The 504 (timeout) or 502 for an answer the upstream began and did not finish."""
+def broken_off(state: ProxyState, exc: httpx2.TransportError, route: ModelRoute) -> Response:
+    """The 504 (timeout) or 502 for an answer ``route``'s upstream began and did not finish."""
     if isinstance(exc, httpx2.TimeoutException):
-        return state.upstream_failure(exc)
-    interrupted(state, exc)
+        return state.upstream_failure(exc, route)
+    interrupted(state, exc, route)
     return error_response(
         502,
-        f"The upstream {state.upstream_host} broke off its answer: {type(exc).__name__}.",
+        f"The upstream {route.host} broke off its answer: {type(exc).__name__}.",
         type="upstream_error",
         code="upstream_interrupted",
     )
 
 
-def interrupted(state: ProxyState, exc: httpx2.TransportError) -> None:
-    """Count and log (one line, no traceback) an answer the upstream cut short."""
+def interrupted(state: ProxyState, exc: httpx2.TransportError, route: ModelRoute) -> None:
+    """Count and log (one line, no traceback) an answer ``route``'s upstream cut short."""
     label = "timeout" if isinstance(exc, httpx2.TimeoutException) else "stream_interrupted"
     state.metrics.upstream_errors.labels(label).inc()
     logger.warning(
         "the upstream %s interrupted its answer to a chat request: %s",
-        state.upstream_host,
+        route.host,
         type(exc).__name__,
     )
 
 
-def invalid_answer(state: ProxyState, status: int) -> Response:
-    """The 502 for a success answer that is not a chat completion."""
+def invalid_answer(state: ProxyState, status: int, route: ModelRoute) -> Response:
+    """The 502 for a success answer (of ``route``'s upstream) that is not a chat completion."""
     state.metrics.upstream_errors.labels("invalid_response").inc()
     logger.warning(
         "the upstream %s answered HTTP %d with a body that is not a chat completion",
-        state.upstream_host,
+        route.host,
         status,
     )
     return error_response(
         502,
-        f"The upstream {state.upstream_host} answered HTTP {status} with a body that "
+        f"The upstream {route.host} answered HTTP {status} with a body that "
         "is not a chat completion.",
         type="upstream_error",
         code="upstream_invalid_response",

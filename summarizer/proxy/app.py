@@ -8,7 +8,8 @@ Routes:
   history the provider keeps (``previous_response_id``) passes through, with a warning header;
   ``POST /v1/responses/compact`` is answered by the proxy for any model (``responses_compact``);
 - ``GET /v1/summarizer/sessions/{id}``: a session's checkpoints, to its own credential only;
-- every other ``/v1/...`` route: passed through unchanged, streaming included;
+- every other ``/v1/...`` route: passed through unchanged, streaming included (with
+  ``[[models]]`` configured, a JSON body's ``model`` chooses the upstream, as on the routes above);
 - ``GET /healthz`` and ``GET /metrics`` (Prometheus text).
 """
 
@@ -31,12 +32,21 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..core.results import CompactionEvent
 from ..stores import Store
 from .access import RequestGuard, log_startup_notes
-from .chat import chat_completions, serve_managed
+from .body import parse_body
+from .chat import OFFLOAD_BYTES, chat_completions, serve_managed
 from .errors import ErrorShape, error_event, error_payload, error_response
 from .headers import credential, credential_namespace, response_headers
-from .intake import BodyTimeout, ClientGone, body_pieces, unread_body_response
+from .intake import (
+    BodyTimeout,
+    BodyTooLarge,
+    ClientGone,
+    body_pieces,
+    read_body,
+    unread_body_response,
+)
 from .messages_request import parse_messages_request
 from .metrics import CONTENT_TYPE
+from .model_routes import ModelRoute
 from .paths import UnsafePath, upstream_path
 from .responses_compact import responses_compact
 from .responses_request import parse_responses_request
@@ -129,6 +139,9 @@ async def passthrough(request: Request) -> Response:
 
     The path goes upstream as the client wrote it, once ``upstream_path`` has checked that it
     stays under the upstream's base path; any other is refused with 400 and never forwarded.
+    It goes to the top-level upstream, or (with ``[[models]]`` configured) to the route of the
+    ``model`` its JSON body names (``/v1/messages/count_tokens``, ``/v1/embeddings``...), whose
+    body is then read before it is sent.
     """
     state: ProxyState = request.app.state.proxy
     settings = state.settings
@@ -141,35 +154,66 @@ async def passthrough(request: Request) -> Response:
             code="invalid_path",
         )
     has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
-    upstream_request = state.http.build_request(
-        request.method,
-        state.upstream_url(path, request.url.query),
-        # A body is streamed through as it arrives; a request without one is sent without one
-        # (not as an empty chunked body, which some servers refuse on GET).
-        content=body_pieces(request, settings.body_read_timeout) if has_body else None,
-        headers=state.forward_headers(request.headers),
-    )
+    # A body is streamed through as it arrives; a request without one is sent without one
+    # (not as an empty chunked body, which some servers refuse on GET).
+    content: AsyncIterator[bytes] | bytes | None = None
+    route = state.routes.default
     try:
+        if has_body and settings.models and _is_json(request.headers.get("content-type")):
+            content = await read_body(request, settings.max_body_bytes, settings.body_read_timeout)
+            route = state.route_for(await _model_named(content))
+        elif has_body:
+            content = body_pieces(request, settings.body_read_timeout)
+        upstream_request = state.http.build_request(
+            request.method,
+            route.url(path, request.url.query),
+            content=content,
+            headers=state.forward_headers(
+                request.headers,
+                api="anthropic" if path.startswith("/messages/") else "openai",
+                route=route,
+            ),
+        )
         response = await state.http.send(upstream_request, stream=True)
-    except (BodyTimeout, ClientGone) as exc:
+    except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
         return unread_body_response(
             request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
         )
     except httpx2.TransportError as exc:
-        return state.upstream_failure(exc)
+        return state.upstream_failure(exc, route)
     if response.status_code >= 400:
         state.metrics.upstream_errors.labels(str(response.status_code)).inc()
     headers = dict(response_headers(response.headers.items()))
     return StreamingResponse(
-        _relay(request, response, state),
+        _relay(request, response, state, route),
         status_code=response.status_code,
         headers=headers,
         background=BackgroundTask(response.aclose),
     )
 
 
+def _is_json(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` says the body is JSON."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+async def _model_named(body: bytes) -> object:
+    """The ``model`` of a JSON object body (None when it is not one); a large body is parsed
+    in a worker thread."""
+    try:
+        data = (
+            await asyncio.to_thread(parse_body, body)
+            if len(body) > OFFLOAD_BYTES
+            else parse_body(body)
+        )
+    except ValueError:  # invalid, or nested too deeply: the upstream answers it
+        return None
+    return data.get("model") if isinstance(data, dict) else None
+
+
 async def _relay(
-    request: Request, response: httpx2.Response, state: ProxyState
+    request: Request, response: httpx2.Response, state: ProxyState, route: ModelRoute
 ) -> AsyncIterator[bytes]:
     """The upstream's body as it arrives. If the upstream breaks off: a warning, a count, an
     SSE error event for an event stream (the SDKs raise on it), and the body ends there."""
@@ -181,7 +225,7 @@ async def _relay(
         state.metrics.upstream_errors.labels("timeout" if timeout else "stream_interrupted").inc()
         logger.warning(
             "the upstream %s broke off its answer to %s %s: %s",
-            state.upstream_host,
+            route.host,
             request.method,
             request.url.path,
             type(exc).__name__,
@@ -189,7 +233,7 @@ async def _relay(
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             yield b"\n\n" + error_event(
                 error_payload(
-                    f"The upstream {state.upstream_host} broke off its answer.",
+                    f"The upstream {route.host} broke off its answer.",
                     type="upstream_error",
                     code="stream_interrupted",
                 )

@@ -74,14 +74,14 @@ class ChatExchange:
 
     async def send(self) -> httpx2.Response | Response:
         """Send the request upstream (streamed response), or a 502/504 error response."""
-        state = self.state
+        state, route = self.state, self.context.route
         request = state.http.build_request(
             "POST",
-            state.upstream_url(self.chat.upstream_path),
+            route.url(self.chat.upstream_path),
             content=await self.offloaded(self.context.outgoing),
             headers=[
                 *state.forward_headers(
-                    self.chat.headers, drop=("accept-encoding",), api=self.chat.api
+                    self.chat.headers, drop=("accept-encoding",), api=self.chat.api, route=route
                 ),
                 ("accept-encoding", "identity"),
             ],
@@ -90,7 +90,7 @@ class ChatExchange:
         try:
             return await state.http.send(request, stream=True)
         except httpx2.TransportError as exc:
-            return state.upstream_failure(exc)
+            return state.upstream_failure(exc, route)
         finally:
             self.overhead.resume()
 
@@ -101,7 +101,7 @@ class ChatExchange:
         try:
             return await response.aread()
         except httpx2.TransportError as exc:
-            return broken_off(self.state, exc)
+            return broken_off(self.state, exc, self.context.route)
         finally:
             await response.aclose()
             self.overhead.resume()
@@ -114,7 +114,7 @@ class ChatExchange:
             return content
         completion = json_object(content)
         if completion is None:
-            return invalid_answer(self.state, response.status_code)
+            return invalid_answer(self.state, response.status_code, self.context.route)
         await self.context.observe(self.chat.answer_usage(completion))
         if response.is_success and self.chat.rewrite_answer(completion, self.context.result):
             content = json.dumps(completion).encode()
@@ -219,10 +219,10 @@ class ChatExchange:
         except httpx2.TransportError as exc:
             # The 200 is already sent: end with an error event (the SDKs raise on it); the
             # unfinished event the upstream was sending, if any, is dropped.
-            interrupted(self.state, exc)
+            interrupted(self.state, exc, self.context.route)
             yield error_event(
                 error_payload(
-                    f"The upstream {self.state.upstream_host} broke off the stream: "
+                    f"The upstream {self.context.route.host} broke off the stream: "
                     f"{type(exc).__name__}.",
                     type="upstream_error",
                     code="stream_interrupted",

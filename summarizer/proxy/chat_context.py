@@ -21,6 +21,7 @@ from ..core.errors import (
     InvalidConversation,
     SummarizerError,
     TokenizerUnavailable,
+    UnknownModelError,
 )
 from ..core.located import Located
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
@@ -33,6 +34,23 @@ from .upstream_count import calibrate_by_count
 logger = logging.getLogger("summarizer.proxy")
 
 _MAX_WARNED_MODELS = 1000  # model names come from clients: bound what is remembered
+
+
+def unknown_window(model: str, window_configured: bool) -> str:
+    """What a proxy user reads about ``model``, whose window (or, with a window configured,
+    reply reserve) is neither known nor configured: the proxy's ways to give it (the
+    library's are ``ContextManager`` keywords)."""
+    if window_configured:
+        return (
+            f"unknown model {model!r}: its window is set but summarizer's registry does not know "
+            "how long its replies may be, so it is forwarded unmanaged; send max_tokens with "
+            "each request, or give its [[models]] entry reserve_output_tokens in the --config file"
+        )
+    return (
+        f"unknown model {model!r}: its context window is not known, so it is forwarded "
+        "unmanaged; set it with --context-window N (SUMMARIZER_CONTEXT_WINDOW; every model) "
+        "or a [[models]] entry with context_window in the --config file"
+    )
 
 
 class Overhead:
@@ -66,6 +84,8 @@ class ChatContext:
         self.state = state
         self.chat = chat
         self.overhead = overhead
+        self.route = state.route_for(chat.model)
+        """Where the request and its summary calls go, and whose configuration compacts it."""
         self.located: Located | None = None
         self.result: PrepareResult | None = None
         """What is sent: None until settled, and for a request forwarded unmanaged."""
@@ -82,7 +102,7 @@ class ChatContext:
     async def locate(self) -> Response | None:
         """Locate the request (once, in a worker thread); settled already when no compaction is
         due. An error response for an invalid conversation."""
-        context = self.state.context
+        context = self.route.context
         try:
             self.located = await context.alocate(self.chat.turn())
         except InvalidConversation as exc:
@@ -90,7 +110,7 @@ class ChatContext:
         except (ConfigurationError, TokenizerUnavailable, HistoryNotInRequest) as exc:
             self._unmanaged(exc)
             return None
-        if await calibrate_by_count(self.state, self.chat, self.located):
+        if await calibrate_by_count(self.state, self.chat, self.located, self.route):
             self.located = await context.alocate(self.chat.turn())
         self.result = context.ready(self.located)
         return None
@@ -101,10 +121,10 @@ class ChatContext:
             return None
         self.overhead.pause()
         try:
-            self.result = await self.state.context.acompact(
+            self.result = await self.route.context.acompact(
                 self.located,
                 force=force,
-                summarizer=self._counted(self.chat.summarizer(self.state)),
+                summarizer=self._counted(self.chat.summarizer(self.state, self.route)),
             )
         except BudgetExceeded as exc:
             return error_response(400, str(exc), param="messages", code="context_length_exceeded")
@@ -119,14 +139,19 @@ class ChatContext:
     def _unmanaged(self, exc: SummarizerError) -> None:
         """Forward without context management (e.g. a model whose window is unknown)."""
         reason = exc.reason if isinstance(exc, HistoryNotInRequest) else type(exc).__name__
+        problem = str(exc)
+        if isinstance(exc, UnknownModelError):
+            problem = unknown_window(
+                exc.model, self.route.context.config.context_window is not None
+            )
         self.state.metrics.unmanaged.labels(reason).inc()
         warned = self.state.warned_models
         key = f"{reason}\0{self.chat.model}"  # once per model and reason
         if key not in warned and len(warned) < _MAX_WARNED_MODELS:
             warned.add(key)
-            logger.warning("forwarding %r requests unmanaged: %s", self.chat.model, exc)
+            logger.warning("forwarding %r requests unmanaged: %s", self.chat.model, problem)
         # Header values must be printable ASCII; the message may quote client input.
-        text = " ".join(str(exc).split())[:300]
+        text = " ".join(problem.split())[:300]
         self.warning = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
 
     def _counted(self, perform: Callable[[SummarizeCall], Any]) -> Callable[[SummarizeCall], Any]:
@@ -160,4 +185,4 @@ class ChatContext:
         self.reported_tokens, self.cached_tokens = usage_figures(usage)
         if not usable_usage(self.state, usage):
             return
-        await self.state.context.aobserve(self.result, usage, model=self.chat.model)
+        await self.route.context.aobserve(self.result, usage, model=self.chat.model)

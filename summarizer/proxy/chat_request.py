@@ -17,6 +17,7 @@ from .errors import error_response
 from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
 
 if TYPE_CHECKING:
+    from .model_routes import ModelRoute
     from .state import ProxyState
 
 
@@ -44,8 +45,8 @@ class ManagedRequest(Protocol):
         """The body to send upstream for ``result`` (None: forwarded unmanaged)."""
         ...
 
-    def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
-        """Performs this request's summary calls against the upstream, in its API."""
+    def summarizer(self, state: ProxyState, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
+        """Performs this request's summary calls against ``route``'s upstream, in its API."""
         ...
 
     def answer_usage(self, answer: Mapping[str, Any]) -> Any:
@@ -150,9 +151,10 @@ class ChatRequest(ParsedRequest):
             stream=self.stream,
         )
 
-    def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
-        """Summary calls as chat completions, with the client's credentials."""
-        return state.summarizer_for(self.headers)
+    def summarizer(self, state: ProxyState, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
+        """Summary calls as chat completions to ``route``'s upstream, with the client's
+        credentials (or the route's key)."""
+        return state.summarizer_for(self.headers, route)
 
     def answer_usage(self, answer: Mapping[str, Any]) -> Any:
         """A chat completion's ``usage``."""

@@ -27,6 +27,7 @@ from .messages_summary import messages_summary_body, messages_summary_outcome
 from .wire_summary import WireSummaryClient
 
 if TYPE_CHECKING:
+    from .model_routes import ModelRoute
     from .state import ProxyState
 
 CODEC = AnthropicCodec()
@@ -82,9 +83,10 @@ class MessagesRequest(ParsedRequest):
         body = {key: self.body[key] for key in _COUNTED if key in self.body}
         return {**body, **fields}
 
-    def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
-        """Summary calls as Messages requests on this conversation, with the client's headers."""
-        return WireSummaryClient(state, self)
+    def summarizer(self, state: ProxyState, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
+        """Summary calls as Messages requests on this conversation, to ``route``'s upstream with
+        the client's headers."""
+        return WireSummaryClient(state, self, route)
 
     def summary_body(self, chat_body: Mapping[str, Any]) -> dict[str, Any]:
         """The Messages request for the engine's summary call (``messages_summary``)."""

@@ -83,14 +83,15 @@ async def responses_compact(request: Request) -> Response:
 
 async def _forward(state: ProxyState, parsed: ResponsesRequest) -> Response:
     """The upstream's own compaction of a conversation it keeps, relayed."""
+    route = state.route_for(parsed.model)
     try:
         response = await state.http.post(
-            state.upstream_url("/responses/compact"),
+            route.url("/responses/compact"),
             content=parsed.raw,
-            headers=state.forward_headers(parsed.headers, drop=("accept-encoding",)),
+            headers=state.forward_headers(parsed.headers, drop=("accept-encoding",), route=route),
         )
     except httpx2.TransportError as exc:
-        return state.upstream_failure(exc)
+        return state.upstream_failure(exc, route)
     headers = dict(response_headers(response.headers.items()))
     headers.pop("content-encoding", None)
     headers["x-summarizer-warning"] = (

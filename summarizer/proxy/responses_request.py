@@ -33,6 +33,7 @@ from .responses_events import CompactionAnnouncer
 from .wire_summary import WireSummaryClient
 
 if TYPE_CHECKING:
+    from .model_routes import ModelRoute
     from .state import ProxyState
 
 CODEC = ResponsesCodec()
@@ -92,10 +93,10 @@ class ResponsesRequest(ParsedRequest):
         fields = CODEC.encode(self.decoded, list(result.messages))
         return replaced_body(self.raw, self.body, fields)
 
-    def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
-        """Summary calls as Responses requests on this conversation, with the client's
-        headers."""
-        return WireSummaryClient(state, self)
+    def summarizer(self, state: ProxyState, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
+        """Summary calls as Responses requests on this conversation, to ``route``'s upstream
+        with the client's headers."""
+        return WireSummaryClient(state, self, route)
 
     def summary_body(self, chat_body: Mapping[str, Any]) -> dict[str, Any]:
         """The client's request (model, instructions, tools, reasoning settings) with the
@@ -302,10 +303,10 @@ class TranslatedResponsesRequest(ResponsesRequest):
         messages = result.messages if result is not None else self.decoded.messages
         return dumps(chat_request(self.body, messages, self.decoded.tools)).encode()
 
-    def summarizer(self, state: ProxyState) -> Callable[[SummarizeCall], Any]:
-        """Summary calls as chat completions (the engine's own body), with the client's
-        headers."""
-        return state.summarizer_for(self.headers)
+    def summarizer(self, state: ProxyState, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
+        """Summary calls as chat completions (the engine's own body), to ``route``'s upstream
+        with the client's headers."""
+        return state.summarizer_for(self.headers, route)
 
     def answer_usage(self, answer: Mapping[str, Any]) -> Any:
         """A chat completion's ``usage``."""

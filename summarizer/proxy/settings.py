@@ -1,7 +1,9 @@
-"""The proxy's settings: one model, read from ``SUMMARIZER_*`` environment variables and flags.
+"""The proxy's settings: one model, read from flags, ``SUMMARIZER_*`` environment variables and
+the ``--config`` file.
 
-Precedence: a command-line flag, then ``SUMMARIZER_<FIELD>``, then the default. The environment
-is injectable (``Settings.from_env(environ)``) so tests never touch ``os.environ``.
+Precedence: a command-line flag, then ``SUMMARIZER_<FIELD>``, then the config file
+(``config_file``), then the default. The environment is injectable
+(``Settings.from_env(environ)``) so tests never touch ``os.environ``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from ..core.config import CompactionConfig, ConfigurationModel
+from ..core.errors import ConfigurationError
+from .config_file import CONFIG_ENV, ModelEntry, blame_file, check_upstream_url, read_config_file
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 ENV_PREFIX = "SUMMARIZER_"
@@ -110,6 +114,9 @@ class Settings(ConfigurationModel):
     """Anthropic prompt-cache breakpoints on ``/v1/messages``: ``managed`` places them (end of
     system, the summary, the newest message) when a request carries none; ``client`` leaves
     every request's breakpoints as the client set them. A client's own are always kept."""
+    models: tuple[ModelEntry, ...] = ()
+    """Models served their own way (the config file's ``[[models]]``): upstream, key, window,
+    summary model and thresholds. A model none of them names uses the settings above."""
 
     def __init__(self, /, **values: Any) -> None:
         """``values`` are the fields above, or the ``COMPACTION_SETTINGS`` given flat."""
@@ -119,9 +126,7 @@ class Settings(ConfigurationModel):
     @field_validator("upstream")
     @classmethod
     def _strip_slash(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"upstream must be an http(s) URL, got {value!r}")
-        return value.rstrip("/")
+        return check_upstream_url(value)
 
     @field_validator("client_keys", mode="before")
     @classmethod
@@ -155,23 +160,69 @@ class Settings(ConfigurationModel):
         rest = {name: value for name, value in data.items() if name not in given}
         return {**rest, "compaction": given}
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Settings from ``SUMMARIZER_*`` variables, with ``overrides`` (flags) on top.
+    @model_validator(mode="after")
+    def _models_fit(self) -> Settings:
+        problems: list[tuple[str, str]] = []
+        seen: dict[str, int] = {}
+        for index, entry in enumerate(self.models):
+            if entry.name in seen:
+                problems.append(
+                    (
+                        f"models[{index}].name",
+                        f"{entry.name!r} is already the name of models[{seen[entry.name]}]",
+                    )
+                )
+            seen.setdefault(entry.name, index)
+            try:
+                entry.compaction(self.compaction)
+            except ConfigurationError as exc:
+                problems.extend(
+                    (f"models[{index}].{f}" if f else f"models[{index}]", p)
+                    for f, p in exc.problems
+                )
+        if problems:
+            listed = "; ".join(f"{field}: {problem}" for field, problem in problems)
+            raise ConfigurationError(listed, problems=tuple(problems))
+        return self
 
-        ``--upstream`` falls back to ``OPENAI_BASE_URL`` before the OpenAI default. Overrides
-        that are None are ignored, so unset flags do not mask the environment.
+    @classmethod
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        config_file: str | Path | None = None,
+        **overrides: Any,
+    ) -> Settings:
+        """Settings from flags (``overrides``), ``SUMMARIZER_*`` variables and the config file,
+        in that order of precedence.
+
+        ``config_file`` (``--config``) falls back to ``SUMMARIZER_CONFIG``. The upstream falls
+        back to ``OPENAI_BASE_URL`` (below the config file) before the OpenAI default. Overrides
+        that are None are ignored, so unset flags do not mask the environment. An invalid value
+        raises ``ConfigurationError`` naming the field (and the file, when the file set it).
         """
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         if environ.get("OPENAI_BASE_URL"):
             values["upstream"] = environ["OPENAI_BASE_URL"]
-        for name in (*cls.model_fields.keys() - {"compaction"}, *COMPACTION_SETTINGS):
+        path = Path(config_file) if config_file else None
+        if path is None and environ.get(CONFIG_ENV):
+            path = Path(environ[CONFIG_ENV])
+        from_file: dict[str, Any] = {} if path is None else read_config_file(path, environ)
+        values.update(from_file)
+        above_file: dict[str, Any] = {}
+        for name in (*cls.model_fields.keys() - {"compaction", "models"}, *COMPACTION_SETTINGS):
             raw = environ.get(ENV_PREFIX + name.upper())
             if raw is not None and raw != "":
-                values[name] = raw
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+                above_file[name] = raw
+        above_file.update({k: v for k, v in overrides.items() if v is not None})
+        values.update(above_file)
+        try:
+            return cls(**values)
+        except ConfigurationError as exc:
+            if path is None:
+                raise
+            raise blame_file(exc, path, set(from_file) - set(above_file)) from None
 
     def db_path(self) -> Path | str:
         """Where the checkpoints live (``:memory:`` stays a string)."""

@@ -1,4 +1,5 @@
-"""What one running proxy holds: settings, store, context manager, HTTP client, metrics.
+"""What one running proxy holds: settings, store, routes (each model's upstream, key and context
+manager), HTTP client, metrics.
 
 Built by ``create_app`` (never at import). The HTTP client is opened by the app's lifespan so its
 connection pool belongs to the server's event loop.
@@ -11,7 +12,6 @@ import secrets
 from collections.abc import Callable, Mapping
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx2
 import openai
@@ -24,6 +24,7 @@ from ..stores import Store, open_store
 from .errors import error_response
 from .headers import request_headers
 from .metrics import ProxyMetrics
+from .model_routes import ModelRoute, RouteTable
 from .settings import Settings
 
 logger = logging.getLogger("summarizer.proxy")
@@ -48,20 +49,24 @@ class ProxyState:
         self._on_compaction = on_compaction
         self._owns_store = store is None
         self.store = store if store is not None else open_store(settings.db_path())
-        self.context = ContextManager(
-            store=self.store,
-            on_compaction=self._record_compaction,
-            config=settings.compaction,
+        self.routes = RouteTable(
+            settings,
+            lambda config: ContextManager(
+                store=self.store, on_compaction=self._record_compaction, config=config
+            ),
         )
+        self.context = self.routes.default.context
+        """The context manager of models without a ``[[models]]`` entry of their own."""
         self._transport = transport
         self._http: httpx2.AsyncClient | None = None
-        self.upstream_host = _display_host(settings.upstream)
+        self.upstream_host = self.routes.default.host
+        """The top-level upstream, as named in messages (a route's own is ``route.host``)."""
         self.hop_name = f"summarizer-{secrets.token_hex(8)}"
         """This proxy's name in the ``Via`` header of everything it forwards (random per
         instance): a request arriving with it has come round a loop."""
         self.warned_models: set[str] = set()
-        self.count_tokens_missing = False
-        """Whether the upstream answered that it has no ``/messages/count_tokens``."""
+        self.count_tokens_missing: set[str] = set()
+        """The upstreams (base URLs) that answered that they have no ``/messages/count_tokens``."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -99,17 +104,27 @@ class ProxyState:
 
     # -- upstream -------------------------------------------------------------------------------
 
-    def upstream_url(self, path: str, query: str = "") -> str:
-        """The upstream URL for the part of a request path after ``/v1``."""
-        return self.settings.upstream + path + (f"?{query}" if query else "")
+    def route_for(self, model: object) -> ModelRoute:
+        """The route of a request naming ``model`` (see ``RouteTable.route_for``)."""
+        return self.routes.route_for(model)
+
+    def upstream_url(self, path: str, query: str = "", *, route: ModelRoute | None = None) -> str:
+        """The upstream URL (of ``route``, else the top-level one) for the part of a request
+        path after ``/v1``."""
+        return (route or self.routes.default).url(path, query)
 
     def forward_headers(
-        self, headers: Any, *, drop: tuple[str, ...] = (), api: str = "openai"
+        self,
+        headers: Any,
+        *,
+        drop: tuple[str, ...] = (),
+        api: str = "openai",
+        route: ModelRoute | None = None,
     ) -> list[tuple[str, str]]:
-        """The client's headers as sent upstream (credential replaced when a key is set: as
-        ``x-api-key`` for the Anthropic API, else ``Authorization``; this proxy's hop added to
-        ``Via``)."""
-        key = self.settings.upstream_api_key
+        """The client's headers as sent to ``route``'s upstream (the top-level one by default):
+        the credential replaced when the route has a key (as ``x-api-key`` for the Anthropic
+        API, else ``Authorization``), this proxy's hop added to ``Via``."""
+        key = (route or self.routes.default).api_key
         return request_headers(
             headers.items(),
             upstream_api_key=key.get_secret_value() if key is not None else None,
@@ -118,34 +133,41 @@ class ProxyState:
             key_header="x-api-key" if api == "anthropic" else "authorization",
         )
 
-    def upstream_failure(self, exc: httpx2.TransportError) -> Response:
+    def upstream_failure(
+        self, exc: httpx2.TransportError, route: ModelRoute | None = None
+    ) -> Response:
         """The 504 (timeout) or 502 (anything else) for an upstream that gave no answer."""
+        host = (route or self.routes.default).host
         if isinstance(exc, httpx2.TimeoutException):
             self.metrics.upstream_errors.labels("timeout").inc()
             return error_response(
                 504,
-                f"The upstream {self.upstream_host} did not answer in time.",
+                f"The upstream {host} did not answer in time.",
                 type="upstream_error",
                 code="upstream_timeout",
             )
         self.metrics.upstream_errors.labels("unreachable").inc()
         return error_response(
             502,
-            f"Could not reach the upstream {self.upstream_host}: {type(exc).__name__}.",
+            f"Could not reach the upstream {host}: {type(exc).__name__}.",
             type="upstream_error",
             code="upstream_unreachable",
         )
 
-    def summarizer_for(self, headers: Mapping[str, str]) -> Callable[[SummarizeCall], Any]:
-        """Performs summary calls with the same credentials as the client's request."""
+    def summarizer_for(
+        self, headers: Mapping[str, str], route: ModelRoute | None = None
+    ) -> Callable[[SummarizeCall], Any]:
+        """Performs summary calls against ``route``'s upstream (the top-level one by default)
+        with the same credentials as the client's request (or the route's key)."""
+        route = route or self.routes.default
         forwarded = {
             name: value
-            for name, value in self.forward_headers(headers, drop=_NOT_FOR_SUMMARY)
+            for name, value in self.forward_headers(headers, drop=_NOT_FOR_SUMMARY, route=route)
             # The client SDK's own instructions (e.g. raw-response mode) are not ours.
             if not name.startswith("x-stainless-")
         }
         client = openai.AsyncOpenAI(
-            base_url=self.settings.upstream,
+            base_url=route.upstream,
             # The SDK insists on a key; the client's own credential header (forwarded below)
             # takes precedence over the Authorization it derives from this placeholder.
             api_key="summarizer-forwarded-credential",
@@ -189,10 +211,3 @@ def _outcome(event: CompactionEvent) -> str:
     if event.failure:
         return "fallback"
     return "masked" if event.masked and not event.verdicts else "summary"
-
-
-def _display_host(url: str) -> str:
-    """``scheme://host[:port]`` of ``url``: enough to name it, never its userinfo or query."""
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")

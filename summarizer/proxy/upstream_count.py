@@ -20,6 +20,7 @@ from ..core.located import Located
 
 if TYPE_CHECKING:
     from .chat_request import ManagedRequest
+    from .model_routes import ModelRoute
     from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")
@@ -35,21 +36,29 @@ def near_trigger(located: Located) -> bool:
     return abs(located.calibrated_tokens - trigger) <= NEAR_TRIGGER * trigger
 
 
-async def calibrate_by_count(state: ProxyState, chat: ManagedRequest, located: Located) -> bool:
-    """Count ``located``'s request upstream when that can change the decision, and calibrate
-    with the answer. Whether calibration changed (then locate again)."""
+async def calibrate_by_count(
+    state: ProxyState, chat: ManagedRequest, located: Located, route: ModelRoute
+) -> bool:
+    """Count ``located``'s request at ``route``'s upstream when that can change the decision,
+    and calibrate ``route``'s context manager with the answer. Whether calibration changed (then
+    locate again)."""
     body_for = getattr(chat, "count_tokens_body", None)
-    if body_for is None or state.count_tokens_missing or not near_trigger(located):
+    if body_for is None or route.upstream in state.count_tokens_missing:
         return False
-    context = state.context
+    if not near_trigger(located):
+        return False
+    context = route.context
     sent_as = context.engine.unchanged(located)
     try:
         response = await state.http.post(
-            state.upstream_url("/messages/count_tokens"),
+            route.url("/messages/count_tokens"),
             content=json.dumps(body_for(sent_as)).encode(),
             headers=[
                 *state.forward_headers(
-                    chat.headers, drop=("content-length", "accept-encoding"), api=chat.api
+                    chat.headers,
+                    drop=("content-length", "accept-encoding"),
+                    api=chat.api,
+                    route=route,
                 ),
                 ("content-type", "application/json"),
             ],
@@ -57,9 +66,10 @@ async def calibrate_by_count(state: ProxyState, chat: ManagedRequest, located: L
     except httpx2.TransportError:
         return False  # the request itself will meet the same upstream; nothing is lost
     if response.status_code in _NO_ROUTE:
-        state.count_tokens_missing = True
+        state.count_tokens_missing.add(route.upstream)
         logger.info(
-            "the upstream has no /messages/count_tokens; estimates stay calibrated by usage"
+            "the upstream %s has no /messages/count_tokens; estimates stay calibrated by usage",
+            route.host,
         )
         return False
     try:

@@ -23,6 +23,7 @@ from ..core.results import SummarizeCall, SummaryOutcome
 from ..library.upstream import retry_policy
 
 if TYPE_CHECKING:
+    from .model_routes import ModelRoute
     from .state import ProxyState
 
 _NOT_FOR_SUMMARY = ("content-type", "accept", "accept-encoding", "content-length")
@@ -61,11 +62,13 @@ class SummaryWire(Protocol):
 
 
 class WireSummaryClient:
-    """Performs ``SummarizeCall``s for one request, in its own API, against the upstream."""
+    """Performs ``SummarizeCall``s for one request, in its own API, against its route's
+    upstream."""
 
-    def __init__(self, state: ProxyState, request: SummaryWire) -> None:
+    def __init__(self, state: ProxyState, request: SummaryWire, route: ModelRoute) -> None:
         self._state = state
         self._request = request
+        self._route = route
         self._policy = {**retry_policy(), "retry": retry_if_exception(_retryable)}
 
     async def __call__(self, call: SummarizeCall) -> SummaryOutcome:
@@ -76,11 +79,14 @@ class WireSummaryClient:
         state = self._state
         headers = [
             *state.forward_headers(
-                self._request.headers, drop=_NOT_FOR_SUMMARY, api=self._request.api
+                self._request.headers,
+                drop=_NOT_FOR_SUMMARY,
+                api=self._request.api,
+                route=self._route,
             ),
             ("content-type", "application/json"),
         ]
-        url = state.upstream_url(self._request.upstream_path)
+        url = self._route.url(self._request.upstream_path)
         try:
             async for attempt in AsyncRetrying(**self._policy):
                 with attempt:
