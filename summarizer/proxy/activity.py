@@ -69,7 +69,10 @@ def note_after(
 def _recording(state: ProxyState, context: ChatContext) -> Callable[[], Recording]:
     """Builds the session's recording (redaction runs in the worker thread)."""
     turn = context.chat.turn()
-    secrets = [s for s in (credential(context.chat.headers), _upstream_key(state)) if s]
+    key = context.route.api_key
+    secrets = [
+        s for s in (credential(context.chat.headers), key.get_secret_value() if key else None) if s
+    ]
     result = context.result
     assert result is not None
 
@@ -84,11 +87,6 @@ def _recording(state: ProxyState, context: ChatContext) -> Callable[[], Recordin
         )
 
     return build
-
-
-def _upstream_key(state: ProxyState) -> str | None:
-    key = state.settings.upstream_api_key
-    return key.get_secret_value() if key is not None else None
 
 
 def _write(

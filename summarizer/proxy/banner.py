@@ -56,6 +56,9 @@ def tenancy_line(settings: Settings) -> str:
         if settings.upstream_api_key is not None
         else "each client's own key upstream"
     )
+    keyed = sum(1 for entry in settings.models if entry.api_key is not None)
+    if keyed:
+        upstream += f" (the server's own key for {keyed} configured model(s))"
     return f"{who}; {upstream}; sessions API {settings.sessions_api}"
 
 
@@ -77,12 +80,31 @@ def banner_lines(settings: Settings, *, upstream_note: str = "") -> list[str]:
     return [
         f"summarizer {version('summarizer')} proxy: point agents at {base}/v1",
         f"  upstream   {display_url(settings.upstream)}{upstream_note}",
+        *model_lines(settings),
         f"  store      {store_line(settings)}",
         f"  window     {window_line(settings)}",
         f"  tenancy    {tenancy_line(settings)}",
         f"  recording  {record}",
         f"  look       {' | '.join(look)}",
     ]
+
+
+def model_lines(settings: Settings) -> list[str]:
+    """A line per ``[[models]]`` entry of the config file: where it goes, with which key, in
+    which window."""
+    lines = []
+    for entry in settings.models:
+        upstream = display_url(entry.upstream) if entry.upstream else "the top-level upstream"
+        if entry.api_key is not None:
+            key = "its own key"
+        elif entry.upstream is None and settings.upstream_api_key is not None:
+            key = "the top-level key"
+        else:
+            key = "the client's key"
+        window = entry.compaction(settings.compaction).context_window
+        size = f"{window:,}-token window" if window else "the registry's window"
+        lines.append(f"  model      {entry.name} -> {upstream} ({key}, {size})")
+    return lines
 
 
 def print_banner(settings: Settings, lines: Sequence[str]) -> None:
