@@ -263,6 +263,16 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    ui: Annotated[
+        bool | None,
+        typer.Option(
+            "--ui/--no-ui",
+            help="Serve a read-only web page at /ui: sessions, a token chart per session, each "
+            "summary next to what it replaced; same key rules as --sessions-api. "
+            "(default: off)",
+            show_default=False,
+        ),
+    ] = None,
     cache_breakpoints: Annotated[
         str | None,
         typer.Option(
@@ -307,6 +317,7 @@ def serve(
             cache_breakpoints=cache_breakpoints,
             responses_upstream=responses_upstream,
             record=record,
+            ui=ui,
         )
         run_server(settings)
     except SummarizerError as exc:

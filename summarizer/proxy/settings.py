@@ -106,6 +106,9 @@ class Settings(ConfigurationModel):
     """Keep each session's latest conversation (credentials and credential-shaped strings
     redacted) in the store, for ``summarizer export`` and ``/ui``. Off by default: without it
     the store keeps counts and summaries, never the conversation."""
+    ui: bool = False
+    """Serve the read-only web page ``/ui`` (sessions, token chart, each summary next to what it
+    replaced), under the same credential rules as ``sessions_api``. Off: ``/ui`` is 404."""
     cache_breakpoints: Literal["managed", "client"] = "managed"
     """Anthropic prompt-cache breakpoints on ``/v1/messages``: ``managed`` places them (end of
     system, the summary, the newest message) when a request carries none; ``client`` leaves
