@@ -502,3 +502,28 @@ def test_the_page_in_headless_chromium_after_a_compacting_session(
     assert window_red > 100 and mark_purple > 100  # the chart, drawn
     if target := os.environ.get("SUMMARIZER_UI_SCREENSHOT"):
         shutil.copyfile(shot, target)
+
+
+def test_keyless_in_chromium_without_record_names_the_range_it_replaced(
+    start_proxy: ProxyFactory, coding: CodingSession, tmp_path: Path
+) -> None:
+    _chromium()
+    proxy = start_proxy(ui=True, sessions_api="all")
+    driven = drive(proxy, coding, key=None, stop_after=1)
+    assert driven.compactions == 1
+
+    url = f"{root(proxy)}/ui#session={quote(SESSION, safe='')}"
+    dom = Dom(run_chromium(tmp_path, url, "--dump-dom"))
+    assert dom.by_id("status").content == ""
+    assert [e.attrs["data-session"] for e in dom.elements if e.attrs.get("data-session")] == [
+        SESSION
+    ]
+    assert dom.by_id("session-title").content == f"Session {SESSION} (keyless)"
+    assert len(dom.by_class("compaction-mark")) == 1
+    assert dom.by_class("message") == []
+    (replaced,) = dom.by_class("replaced")
+    assert re.search(
+        r"messages 2-\d+ \(not recorded: run the proxy with --record\)", replaced.content
+    )
+    (summary,) = dom.by_class("summary-text")
+    assert HOSTILE in summary.content
