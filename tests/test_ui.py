@@ -290,6 +290,11 @@ def test_the_page_in_headless_chromium_after_a_compacting_session(
     assert driven.messages[3]["content"][:200] in replaced[1]
     assert any("Missed by the summary" in e.content for e in dom.elements if e.tag == "h4")
 
+    # Without the key the page still loads, and says what it needs; no data is shown.
+    keyless = Dom(run_chromium(tmp_path, f"{root(proxy)}/ui#session={SESSION}", "--dump-dom"))
+    assert "needs your API key" in keyless.by_id("status").content
+    assert not [e for e in keyless.elements if e.attrs.get("data-session")]
+
     shot = tmp_path / "ui.png"
     run_chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1280,900")
     png = shot.read_bytes()

@@ -89,9 +89,9 @@ class Settings(ConfigurationModel):
     (httpx, under the openai SDK, drops a connection after 5 s), so that a client never sends
     on a connection the proxy is closing at that moment."""
     sessions_api: Literal["keyed", "all", "off"] = "keyed"
-    """``GET /v1/summarizer/sessions/{id}``: ``keyed`` answers only requests with a credential
-    (each reads its own sessions), ``all`` keyless ones too (they all share one namespace),
-    ``off`` answers 404 to everyone."""
+    """``GET /v1/summarizer/sessions/{id}`` and ``/ui``'s data: ``keyed`` answers only requests
+    with a credential (each reads its own sessions), ``all`` keyless ones too (they all share one
+    namespace), ``off`` answers 404 to everyone."""
     client_keys: frozenset[str] = frozenset()
     """The keys a client must send one of (none: any client may use the proxy). Given as keys
     (``SUMMARIZER_CLIENT_KEYS`` is comma-separated) and held only as their ``sha256:<hex>``

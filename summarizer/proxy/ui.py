@@ -109,11 +109,7 @@ async def ui_sessions(request: Request) -> Response:
     log = _activity(state.store)
     rows = await asyncio.to_thread(log.list_sessions, namespace) if log is not None else []
     return JSONResponse(
-        {
-            "object": "list",
-            "recording": state.settings.record,
-            "data": [row_json(row) for row in rows],
-        },
+        {"object": "list", "data": [row_json(row) for row in rows]},
         headers=_COMMON_HEADERS,
     )
 
