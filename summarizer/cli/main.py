@@ -321,6 +321,16 @@ def serve(
             "--context-window is.",
         ),
     ] = False,
+    ui: Annotated[
+        bool | None,
+        typer.Option(
+            "--ui/--no-ui",
+            help="Serve a read-only web page at /ui: sessions, a token chart per session, each "
+            "summary next to what it replaced; same key rules as --sessions-api. "
+            "(default: off)",
+            show_default=False,
+        ),
+    ] = None,
     cache_breakpoints: Annotated[
         str | None,
         typer.Option(
@@ -373,6 +383,7 @@ def serve(
             cache_breakpoints=cache_breakpoints,
             responses_upstream=responses_upstream,
             record=record,
+            ui=ui,
         )
         if test_upstream:
             from .test_upstream_serve import serve_with_test_upstream

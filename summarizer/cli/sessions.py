@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from ..core.activity import Recording, SessionRow, namespace_label, redact
-from ..core.session_view import SessionView, session_view
+from ..core.session_view import SessionView, row_json, session_view, view_json
 from ..stores import ActivityLog, Store
 
 StoreOption = Annotated[
@@ -115,9 +115,7 @@ def sessions_command(
         rows = log.list_sessions(since=cutoff)
     if as_json:
         for row in rows:
-            data = row.model_dump(exclude={"namespace"})
-            data.update(namespace=row.label, cache_share=row.cache_share)
-            typer.echo(json.dumps(data))
+            typer.echo(json.dumps(row_json(row)))
         return
     if not rows:
         typer.echo("no sessions" + (f" since {since}" if since else ""))
@@ -184,11 +182,7 @@ def show_command(
         raise typer.Exit(1)
     if as_json:
         for view in views:
-            data = view.model_dump(mode="json", exclude={"namespace"})
-            data["namespace"] = namespace_label(view.namespace)
-            for request in data["requests"]:
-                request.pop("namespace", None)
-            typer.echo(json.dumps(data))
+            typer.echo(json.dumps(view_json(view)))
         return
     for view in views:
         _print_view(view)

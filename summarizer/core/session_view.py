@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .activity import Recording, RequestRecord, SessionRow, roll_up
+from .activity import Recording, RequestRecord, SessionRow, namespace_label, roll_up
 from .checkpoints import Checkpoint, Slot
 from .facts import Fact, score_summary
 
@@ -130,3 +130,22 @@ def _is_fact(entry: Any) -> bool:
     except ValueError:
         return False
     return True
+
+
+def row_json(row: SessionRow) -> dict[str, Any]:
+    """``row`` as JSON for an operator or a tenant: the namespace as its label (never the hash),
+    and the cache share."""
+    data = row.model_dump(mode="json", exclude={"namespace"})
+    data.update(namespace=row.label, cache_share=row.cache_share)
+    return data
+
+
+def view_json(view: SessionView) -> dict[str, Any]:
+    """``view`` as JSON, with the namespace only as its label (never the hash) in the view, its
+    row and its requests."""
+    data = view.model_dump(mode="json", exclude={"namespace", "row"})
+    data["namespace"] = namespace_label(view.namespace)
+    data["row"] = row_json(view.row) if view.row is not None else None
+    for request in data["requests"]:
+        request.pop("namespace", None)
+    return data

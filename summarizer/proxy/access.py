@@ -1,9 +1,9 @@
 """Who may use the proxy, the checks made before it serves, and loops.
 
 - With client keys configured (``--client-key``/``SUMMARIZER_CLIENT_KEYS``), every request but
-  ``/healthz`` and ``/metrics`` must carry one of them (401 ``invalid_api_key`` otherwise),
-  whether or not a server-side key is set. Keys are compared as SHA-256 digests, in constant
-  time.
+  ``/healthz``, ``/metrics`` and (with ``--ui``) ``GET /ui`` must carry one of them (401
+  ``invalid_api_key`` otherwise), whether or not a server-side key is set. Keys are compared as
+  SHA-256 digests, in constant time.
 - Every request the proxy forwards carries its hop (``Via: 1.1 summarizer-<random id>``); a
   request arriving with this proxy's own hop came round a loop and gets 508, unforwarded. At
   startup an upstream that is the proxy's own address is refused.
@@ -24,18 +24,22 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..core.errors import ConfigurationError
-from .errors import error_response
-from .headers import credential, via_names
+from .errors import error_response, unknown_path
+from .headers import credential, credential_namespace, via_names
 from .settings import Settings, hash_key
 
 logger = logging.getLogger("summarizer.proxy")
 
 OPEN_PATHS = frozenset({"/healthz", "/metrics"})
 """Paths served without a client key."""
+UI_PAGE = "/ui"
+"""The web page, served without a client key when enabled: it carries no data (its JSON API,
+``/ui/api/...``, needs the key like every other path)."""
 
 
 def key_allowed(digests: Iterable[str], presented: str | None) -> bool:
@@ -160,6 +164,29 @@ def log_startup_notes(settings: Settings) -> None:
         )
 
 
+def reader_namespace(request: Request, settings: Settings) -> str | Response:
+    """The namespace whose sessions ``request`` may read (``/v1/summarizer/sessions``, ``/ui``),
+    or the refusal to answer with, as ``settings.sessions_api`` says: ``keyed`` (the default)
+    refuses a request without a credential (401), ``all`` serves it (keyless clients share one
+    namespace), ``off`` answers 404 to everyone, as for a path it does not serve.
+
+    A credential reads only its own namespace, so another tenant's session is the same 404 as a
+    missing one.
+    """
+    mode = settings.sessions_api
+    if mode == "off":
+        return unknown_path(request.url.path)
+    secret = credential(request.headers)
+    if secret is None and mode == "keyed":
+        return error_response(
+            401,
+            "You didn't provide an API key. Sessions belong to the credential that created them, "
+            "so reading one needs that credential (the proxy's --sessions-api is 'keyed').",
+            code="invalid_api_key",
+        )
+    return credential_namespace(secret)
+
+
 class RequestGuard:
     """Plain ASGI middleware answering, before anything is read or forwarded:
 
@@ -171,17 +198,23 @@ class RequestGuard:
         self.app = app
         self.digests = settings.client_keys
         self.hop_name = hop_name.lower()
+        self.ui = settings.ui
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on, or answer it with the refusal."""
         if scope["type"] == "http":
-            refusal = self._refusal(Headers(scope=scope), scope["path"])
+            refusal = self._refusal(Headers(scope=scope), scope["path"], scope["method"])
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def _refusal(self, headers: Headers, path: str) -> Response | None:
+    def _is_open(self, path: str, method: str) -> bool:
+        if path in OPEN_PATHS:
+            return True
+        return self.ui and path == UI_PAGE and method in ("GET", "HEAD")
+
+    def _refusal(self, headers: Headers, path: str, method: str) -> Response | None:
         if self.hop_name in via_names(headers.getlist("via")):
             return error_response(
                 508,
@@ -191,7 +224,7 @@ class RequestGuard:
                 type="server_error",
                 code="loop_detected",
             )
-        if not self.digests or path in OPEN_PATHS:
+        if not self.digests or self._is_open(path, method):
             return None
         presented = credential(headers)
         if key_allowed(self.digests, presented):

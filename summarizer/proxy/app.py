@@ -10,7 +10,8 @@ Routes:
 - ``GET /v1/summarizer/sessions/{id}``: a session's checkpoints, to its own credential only;
 - every other ``/v1/...`` route: passed through unchanged, streaming included (with
   ``[[models]]`` configured, a JSON body's ``model`` chooses the upstream, as on the routes above);
-- ``GET /healthz`` and ``GET /metrics`` (Prometheus text).
+- ``GET /healthz`` and ``GET /metrics`` (Prometheus text);
+- with ``Settings.ui``, ``GET /ui`` and its JSON API ``/ui/api/...`` (see ``ui``).
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..core.results import CompactionEvent
 from ..stores import Store
-from .access import RequestGuard, log_startup_notes
+from .access import RequestGuard, log_startup_notes, reader_namespace
 from .body import parse_body
 from .chat import OFFLOAD_BYTES, chat_completions, serve_managed
-from .errors import ErrorShape, error_event, error_payload, error_response
-from .headers import credential, credential_namespace, response_headers
+from .errors import ErrorShape, error_event, error_payload, error_response, unknown_path
+from .headers import response_headers
 from .intake import (
     BodyTimeout,
     BodyTooLarge,
@@ -52,6 +53,7 @@ from .responses_compact import responses_compact
 from .responses_request import parse_responses_request
 from .settings import Settings
 from .state import ProxyState
+from .ui import ui_routes
 
 logger = logging.getLogger("summarizer.proxy")
 
@@ -89,24 +91,13 @@ async def session_checkpoints(request: Request) -> Response:
     """A session's checkpoints (oldest first) with summaries, ledgers and scores.
 
     Only the credential that created a session can read it; any other gets the same 404 as for
-    a session that does not exist. ``sessions_api`` decides the rest: ``keyed`` (the default)
-    refuses a request without a credential (401), ``all`` serves it (keyless clients share one
-    namespace), ``off`` answers 404 to everyone.
+    a session that does not exist (``reader_namespace`` applies ``sessions_api``).
     """
     state: ProxyState = request.app.state.proxy
-    mode = state.settings.sessions_api
-    if mode == "off":
-        return await not_found(request)
-    secret = credential(request.headers)
-    if secret is None and mode == "keyed":
-        return error_response(
-            401,
-            "You didn't provide an API key. Sessions belong to the credential that created them, "
-            "so reading one needs that credential (the proxy's --sessions-api is 'keyed').",
-            code="invalid_api_key",
-        )
+    namespace = reader_namespace(request, state.settings)
+    if isinstance(namespace, Response):
+        return namespace
     session = request.path_params["session"]
-    namespace = credential_namespace(secret)
     checkpoints = await asyncio.to_thread(state.store.list_session, namespace, session)
     if not checkpoints:
         return error_response(
@@ -241,8 +232,8 @@ async def _relay(
 
 
 async def not_found(request: Request) -> Response:
-    """Anything outside ``/v1``, ``/healthz`` and ``/metrics``."""
-    return error_response(404, f"Unknown path {request.url.path}.", code="not_found")
+    """Anything outside ``/v1``, ``/healthz`` and ``/metrics`` (and ``/ui`` when enabled)."""
+    return unknown_path(request.url.path)
 
 
 def _route_label(path: str) -> str:
@@ -258,6 +249,8 @@ def _route_label(path: str) -> str:
         return "passthrough"
     if path in ("/healthz", "/metrics"):
         return path[1:]
+    if path == "/ui" or path.startswith("/ui/"):
+        return "ui"
     return "other"
 
 
@@ -335,6 +328,7 @@ def create_app(
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/v1/responses/compact", responses_compact, methods=["POST"]),
         Route("/v1/summarizer/sessions/{session:path}", session_checkpoints, methods=["GET"]),
+        *(ui_routes() if settings.ui else ()),
         Route(
             "/v1/{path:path}",
             passthrough,

@@ -91,6 +91,11 @@ def error_response(
     )
 
 
+def unknown_path(path: str) -> Response:
+    """The 404 for a path this proxy does not serve (or serves to no one, as configured)."""
+    return error_response(404, f"Unknown path {path}.", code="not_found")
+
+
 def error_event(payload: Any) -> bytes:
     """An error as a server-sent event of the current API: ``data:`` only for OpenAI (the SDK
     raises on a payload with ``error``), ``event: error`` for Anthropic (its SDK raises on that)."""

@@ -93,9 +93,9 @@ class Settings(ConfigurationModel):
     (httpx, under the openai SDK, drops a connection after 5 s), so that a client never sends
     on a connection the proxy is closing at that moment."""
     sessions_api: Literal["keyed", "all", "off"] = "keyed"
-    """``GET /v1/summarizer/sessions/{id}``: ``keyed`` answers only requests with a credential
-    (each reads its own sessions), ``all`` keyless ones too (they all share one namespace),
-    ``off`` answers 404 to everyone."""
+    """``GET /v1/summarizer/sessions/{id}`` and ``/ui``'s data: ``keyed`` answers only requests
+    with a credential (each reads its own sessions), ``all`` keyless ones too (they all share one
+    namespace), ``off`` answers 404 to everyone."""
     client_keys: frozenset[str] = frozenset()
     """The keys a client must send one of (none: any client may use the proxy). Given as keys
     (``SUMMARIZER_CLIENT_KEYS`` is comma-separated) and held only as their ``sha256:<hex>``
@@ -110,6 +110,9 @@ class Settings(ConfigurationModel):
     """Keep each session's latest conversation (credentials and credential-shaped strings
     redacted) in the store, for ``summarizer export`` and ``/ui``. Off by default: without it
     the store keeps counts and summaries, never the conversation."""
+    ui: bool = False
+    """Serve the read-only web page ``/ui`` (sessions, token chart, each summary next to what it
+    replaced), under the same credential rules as ``sessions_api``. Off: ``/ui`` is 404."""
     cache_breakpoints: Literal["managed", "client"] = "managed"
     """Anthropic prompt-cache breakpoints on ``/v1/messages``: ``managed`` places them (end of
     system, the summary, the newest message) when a request carries none; ``client`` leaves
