@@ -107,6 +107,7 @@ def test_demo_keep_serving_leaves_the_session_to_look_at(tmp_path: Path) -> None
     finally:
         stdout, stderr = _stop(process)
     assert "compaction  1" in stdout or "compaction 1" in stdout, stdout
+    assert f"http://127.0.0.1:{port}/ui#key=demo-key" in stderr
     store = re.search(r"summarizer sessions --store (\S+)", stderr)
     assert store is not None, stderr
     listed = CliRunner().invoke(app, ["sessions", "--store", store[1], "--json"])

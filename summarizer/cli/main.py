@@ -180,18 +180,17 @@ def demo(
         from .test_upstream_serve import serve_with_test_upstream
 
         typer.echo("")
-        serve_with_test_upstream(Settings(port=port, context_window=context_window, **kept))
+        # The demo's agent used the key "demo-key": its session is that key's to read.
+        serve_with_test_upstream(
+            Settings(port=port, context_window=context_window, **kept),
+            ui_fragment="#key=demo-key",
+        )
 
 
 def _kept_settings(folder: Path) -> dict[str, Any]:
     """The ``Settings`` fields a demo that keeps serving runs with: its store in ``folder``,
-    conversations recorded, the page on when this version has it."""
-    from ..proxy.settings import Settings
-
-    kept: dict[str, Any] = {"db": folder / "checkpoints.db", "record": True}
-    if "ui" in Settings.model_fields:
-        kept["ui"] = True
-    return kept
+    conversations recorded, the page on."""
+    return {"db": folder / "checkpoints.db", "record": True, "ui": True}
 
 
 @app.command()

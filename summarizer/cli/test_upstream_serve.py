@@ -31,11 +31,16 @@ def describe_request(body: dict[str, Any]) -> Any:
     )
 
 
-def serve_with_test_upstream(settings: Any) -> None:
-    """Serve the proxy for ``settings`` with the test model started as its upstream."""
+def serve_with_test_upstream(settings: Any, *, ui_fragment: str = "") -> None:
+    """Serve the proxy for ``settings`` with the test model started as its upstream
+    (``ui_fragment``: see ``banner_lines``)."""
     from ..proxy.server import serve
     from ..testing import RoutingResponder, TestUpstream
 
     with TestUpstream(responder=RoutingResponder(describe_request)) as upstream:
         settings = settings.model_copy(update={"upstream": upstream.base_url})
-        serve(settings, upstream_note=" (the built-in test model: no key, no network)")
+        serve(
+            settings,
+            upstream_note=" (the built-in test model: no key, no network)",
+            ui_fragment=ui_fragment,
+        )

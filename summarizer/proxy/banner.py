@@ -62,10 +62,13 @@ def tenancy_line(settings: Settings) -> str:
     return f"{who}; {upstream}; sessions API {settings.sessions_api}"
 
 
-def banner_lines(settings: Settings, *, upstream_note: str = "") -> list[str]:
-    """The banner, a line each (``upstream_note`` follows the upstream's URL)."""
+def banner_lines(
+    settings: Settings, *, upstream_note: str = "", ui_fragment: str = ""
+) -> list[str]:
+    """The banner, a line each (``upstream_note`` follows the upstream's URL; ``ui_fragment``
+    the page's address, e.g. ``#key=...`` for a demo's own key)."""
     base = f"http://{settings.host}:{settings.port}"
-    ui = getattr(settings, "ui", False)
+    ui = settings.ui
     record = (
         "on: each session's latest conversation is kept, secrets redacted"
         if settings.record
@@ -74,7 +77,7 @@ def banner_lines(settings: Settings, *, upstream_note: str = "") -> list[str]:
     store_arg = settings.db_path()
     look = [
         f"summarizer sessions --store {store_arg}",
-        f"{base}/ui" if ui else "/ui is off (--ui)",
+        f"{base}/ui{ui_fragment}" if ui else "/ui is off (--ui)",
         f"{base}/metrics",
     ]
     return [

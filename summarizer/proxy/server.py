@@ -47,7 +47,7 @@ def tune_gc_for_serving() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
-def serve(settings: Settings, *, upstream_note: str = "") -> None:
+def serve(settings: Settings, *, upstream_note: str = "", ui_fragment: str = "") -> None:
     """Serve the proxy on ``settings.host:settings.port`` until interrupted, after printing the
     startup banner (``upstream_note`` follows the upstream there).
 
@@ -61,7 +61,8 @@ def serve(settings: Settings, *, upstream_note: str = "") -> None:
     check_not_own_upstream(settings, settings.port)
     check_tokenizers()
     app = create_app(settings)
-    print_banner(settings, banner_lines(settings, upstream_note=upstream_note))
+    lines = banner_lines(settings, upstream_note=upstream_note, ui_fragment=ui_fragment)
+    print_banner(settings, lines)
     tune_gc_for_serving()
     uvicorn.run(
         app,
