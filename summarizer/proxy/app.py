@@ -28,11 +28,18 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..core.errors import StoreUnavailable
 from ..core.results import CompactionEvent
 from ..stores import Store
 from .access import RequestGuard, log_startup_notes
 from .chat import chat_completions, serve_managed
-from .errors import ErrorShape, error_event, error_payload, error_response
+from .errors import (
+    ErrorShape,
+    error_event,
+    error_payload,
+    error_response,
+    store_unavailable_response,
+)
 from .headers import credential, credential_namespace, response_headers
 from .intake import BodyTimeout, ClientGone, body_pieces, unread_body_response
 from .messages_request import parse_messages_request
@@ -260,6 +267,11 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def _store_unavailable(request: Request, exc: Exception) -> Response:
+    logger.warning("answering 503 to %s %s: %s", request.method, request.url.path, exc)
+    return store_unavailable_response()
+
+
 def create_app(
     settings: Settings,
     *,
@@ -301,7 +313,7 @@ def create_app(
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={Exception: _internal_error},
+        exception_handlers={StoreUnavailable: _store_unavailable, Exception: _internal_error},
     )
     app.state.proxy = state
     # Added first, so it runs inside RequestMetrics: its refusals are counted too.

@@ -47,11 +47,12 @@ class ProxyState:
         self.metrics = ProxyMetrics()
         self._on_compaction = on_compaction
         self._owns_store = store is None
-        self.store = store if store is not None else open_store(settings.db_path())
+        self.store = store if store is not None else open_store(settings.store_spec())
         self.context = ContextManager(
             store=self.store,
             on_compaction=self._record_compaction,
             config=settings.compaction,
+            lease_ttl_s=settings.lease_ttl,
         )
         self._transport = transport
         self._http: httpx2.AsyncClient | None = None
