@@ -28,13 +28,16 @@ _EXPORTS = {
     "ContextManager": "library.manager",
     "ConversionError": "core.errors",
     "InvalidConversation": "core.errors",
+    "LeaseLost": "core.errors",
     "HistoryNotInRequest": "core.errors",
     "MemoryStore": "stores",
     "PinRule": "core.config",
     "PrepareResult": "core.results",
     "RunConfigMismatch": "evaluation.runner",
+    "RedisStore": "stores",
     "SQLiteStore": "stores",
     "Store": "stores",
+    "StoreUnavailable": "core.errors",
     "SummarizeCall": "core.results",
     "SummarizerError": "core.errors",
     "SummaryFailed": "core.errors",
@@ -55,12 +58,15 @@ __all__ = [
     "ConversionError",
     "HistoryNotInRequest",
     "InvalidConversation",
+    "LeaseLost",
     "MemoryStore",
     "PinRule",
     "PrepareResult",
+    "RedisStore",
     "RunConfigMismatch",
     "SQLiteStore",
     "Store",
+    "StoreUnavailable",
     "SummarizeCall",
     "SummarizerError",
     "SummaryFailed",
@@ -80,6 +86,8 @@ if TYPE_CHECKING:
         ConversionError,
         HistoryNotInRequest,
         InvalidConversation,
+        LeaseLost,
+        StoreUnavailable,
         SummarizerError,
         SummaryFailed,
         TokenizerUnavailable,
@@ -95,7 +103,7 @@ if TYPE_CHECKING:
     from .evaluation.runner import RunConfigMismatch
     from .library.manager import ContextManager
     from .library.wrapping import wrap
-    from .stores import MemoryStore, SQLiteStore, Store
+    from .stores import MemoryStore, RedisStore, SQLiteStore, Store
 
 
 def __getattr__(name: str) -> Any:

@@ -15,6 +15,8 @@ from summarizer.proxy import ProxyServer
 from summarizer.proxy.settings import Settings
 from summarizer.testing import TestUpstream
 
+from .redis_server import RedisServer
+
 ProxyFactory = Callable[..., ProxyServer]
 """``start_proxy(**settings)``: a started proxy in front of the test's ``upstream``."""
 
@@ -104,3 +106,12 @@ def wait_until_serving(process: subprocess.Popen[str], url: str, timeout: float 
         assert process.poll() is None, process.communicate()[1]
         assert time.monotonic() < deadline, "serve did not start"
         time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real redis-server (nothing persisted) for the whole run, stopped at its end; each
+    test keeps to its own key prefix. Skips without redis-server (fails under ``CI=true``)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()

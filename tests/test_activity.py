@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from summarizer.core.activity import (
     redact,
     roll_up,
 )
-from summarizer.stores import ActivityLog, MemoryStore, SQLiteStore
+from summarizer.stores import ActivityLog, MemoryStore, RedisStore, SQLiteStore, redis_activity
 
 
 def record(session: str, at: float, tokens: int, **fields: Any) -> RequestRecord:
@@ -33,14 +34,19 @@ def record(session: str, at: float, tokens: int, **fields: Any) -> RequestRecord
     return RequestRecord(**values)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "a.db")
+    store: Any
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_server").url
+        store = RedisStore(url, prefix=f"activity-{uuid.uuid4().hex}:")
+    else:
+        store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "a.db")
     yield store
     store.close()
 
 
-def test_both_stores_are_activity_logs(log: Any) -> None:
+def test_every_store_is_an_activity_log(log: Any) -> None:
     assert isinstance(log, ActivityLog)
 
 
@@ -87,6 +93,31 @@ def test_a_recording_keeps_the_latest_conversation(log: Any) -> None:
     )
     assert [r.messages for r in log.recordings("key-aaaa")] == [later]
     assert [r.namespace for r in log.recordings(session="s")] == ["key-aaaa", "key-bbbb"]
+
+
+def test_the_redis_log_is_bounded_per_session_and_in_sessions(
+    redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_activity, "MAX_RECORDS_PER_SESSION", 3)
+    monkeypatch.setattr(redis_activity, "MAX_SESSIONS", 2)
+    with RedisStore(redis_server.url, prefix=f"bound-{uuid.uuid4().hex}:") as store:
+        for i in range(5):
+            store.log_request(record("s1", 10.0 + i, 100 * (i + 1)))
+        kept = store.session_requests("key-aaaa", "s1")
+        assert [r.tokens_sent for r in kept] == [300, 400, 500]  # the newest 3
+        (row,) = store.list_sessions()
+        assert (row.requests, row.tokens_peak, row.first_seen) == (5, 500, 10.0)  # all counted
+        store.log_request(record("s2", 20.0, 1))
+        store.log_request(record("s3", 21.0, 1))  # s1, least recently active, is dropped
+        assert [r.session for r in store.list_sessions()] == ["s3", "s2"]
+        assert store.session_requests("key-aaaa", "s1") == []
+        for i, session in enumerate(("r1", "r2", "r3")):
+            store.record_conversation(
+                Recording(
+                    namespace="key-aaaa", session=session, model="m", at=float(i), messages=[]
+                )
+            )
+        assert [r.session for r in store.recordings("key-aaaa")] == ["r2", "r3"]
 
 
 def test_the_sqlite_log_survives_a_restart(tmp_path: Path) -> None:

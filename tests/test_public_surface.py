@@ -24,6 +24,8 @@ PUBLIC_BY_MODULE = {
         "ConversionError",
         "InvalidConversation",
         "HistoryNotInRequest",
+        "LeaseLost",
+        "StoreUnavailable",
         "SummarizerError",
         "SummaryFailed",
         "TokenizerUnavailable",
@@ -39,7 +41,7 @@ PUBLIC_BY_MODULE = {
     "summarizer.evaluation.runner": ["RunConfigMismatch"],
     "summarizer.library.manager": ["ContextManager"],
     "summarizer.library.wrapping": ["wrap"],
-    "summarizer.stores": ["MemoryStore", "SQLiteStore", "Store"],
+    "summarizer.stores": ["MemoryStore", "RedisStore", "SQLiteStore", "Store"],
 }
 PUBLIC = sorted(name for names in PUBLIC_BY_MODULE.values() for name in names)
 HOME = {name: module for module, names in PUBLIC_BY_MODULE.items() for name in names}

@@ -49,6 +49,12 @@ def test_the_banner_names_everything_an_operator_checks_and_no_secret() -> None:
     assert "open: any client" in fixed and "each client's own key upstream" in fixed
 
 
+def test_a_redis_store_is_shown_without_its_password() -> None:
+    text = "\n".join(banner_lines(Settings(store="redis://:s3cret-pass@cache:6379/0")))
+    assert "s3cret" not in text and "redis://cache:6379/0 (Redis" in text
+    assert "summarizer sessions --store redis://cache:6379/0" in text
+
+
 def test_display_url_drops_userinfo_query_and_fragment() -> None:
     assert display_url("redis://:pw@cache:6379/0?x=1#y") == "redis://cache:6379/0"
 

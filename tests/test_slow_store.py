@@ -54,9 +54,9 @@ class HeldStore(SQLiteStore):
         self._hold(namespace, "find_latest")
         return super().find_latest(namespace, prefix_hashes)
 
-    def put(self, checkpoint: Checkpoint) -> None:
+    def put(self, checkpoint: Checkpoint, *, fence: int | None = None) -> None:
         self._hold(checkpoint.namespace, "put")
-        super().put(checkpoint)
+        super().put(checkpoint, fence=fence)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from summarizer.core.messages import canonical_json, prefix_chain
 from summarizer.stores import (
     SCHEMA_VERSION,
     MemoryStore,
+    RedisStore,
     SQLiteStore,
     Store,
     open_store,
@@ -68,27 +70,45 @@ def make(
 
 
 class Harness:
-    """A store under test, and a way to "restart" it (reopen the same SQLite file)."""
+    """A store under test, and a way to "restart" it (reopen the same SQLite file, reconnect to
+    the same Redis keys)."""
 
-    def __init__(self, kind: str, tmp_path: Path) -> None:
+    def __init__(self, kind: str, tmp_path: Path, redis_url: str = "") -> None:
         self.kind = kind
         self.path = tmp_path / "nested" / "dir" / "checkpoints.sqlite3"
+        self.redis_url = redis_url
+        self.prefix = f"test-{uuid.uuid4().hex}:"  # each test its own keys on the shared server
         self.store: Store = self._open()
 
     def _open(self) -> Store:
+        if self.kind == "redis":
+            return RedisStore(self.redis_url, prefix=self.prefix)
         return MemoryStore() if self.kind == "memory" else SQLiteStore(self.path)
 
     def restart(self) -> Store:
-        """A fresh SQLite connection on the same file; the same store for memory."""
-        if self.kind == "sqlite":
+        """A fresh connection on the same file or keys; the same store for memory."""
+        if self.kind != "memory":
             self.store.close()
             self.store = self._open()
         return self.store
 
+    def another(self) -> Store:
+        """A second store on the same data, as another process would open it (memory: the
+        same store)."""
+        return self.store if self.kind == "memory" else self._open()
 
-@pytest.fixture(params=["memory", "sqlite"])
+
+STORE_KINDS = ["memory", "sqlite", "redis"]
+
+
+def redis_url_for(request: pytest.FixtureRequest, kind: str) -> str:
+    """The shared test redis-server's URL when ``kind`` is redis (started on first use)."""
+    return request.getfixturevalue("redis_server").url if kind == "redis" else ""
+
+
+@pytest.fixture(params=STORE_KINDS)
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
-    h = Harness(request.param, tmp_path)
+    h = Harness(request.param, tmp_path, redis_url_for(request, request.param))
     yield h
     h.store.close()
 
@@ -422,7 +442,7 @@ def test_closed_store_refuses_and_keeps_nothing(harness: Harness) -> None:
     with pytest.raises(ValueError, match="closed"):
         store.get("ns-a", cp.id)
     store.close()  # twice is fine
-    if harness.kind == "sqlite":
+    if harness.kind != "memory":
         assert harness.restart().get("ns-a", cp.id) is None
 
 

@@ -223,6 +223,20 @@ def serve(
             help="SQLite checkpoint file. (default: checkpoints.db in the user state folder)"
         ),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="A Redis URL (redis://HOST:PORT/DB or rediss://...) holding checkpoints, leases "
+            "and calibration for several replicas; instead of --db. (default: none, SQLite)"
+        ),
+    ] = None,
+    lease_ttl: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a session's compaction lease outlives a replica that died holding it "
+            "(how long that session then waits). (default: 30)"
+        ),
+    ] = None,
     context_window: Annotated[
         int | None,
         typer.Option(help="Window in tokens for every model. (default: each model's known window)"),
@@ -365,6 +379,8 @@ def serve(
             port=port,
             upstream=upstream,
             db=db,
+            store=store,
+            lease_ttl=lease_ttl,
             context_window=context_window,
             trigger_ratio=trigger_ratio,
             target_ratio=target_ratio,

@@ -10,6 +10,8 @@
     ├── HistoryNotInRequest         the conversation lives at the provider, not in the request
     ├── BudgetExceeded              even the parts that must be kept do not fit the window
     ├── SummaryFailed               the model could not produce a usable summary
+    ├── StoreUnavailable            the checkpoint store cannot be reached (e.g. Redis is down)
+    ├── LeaseLost                   a write under a session lease another owner has since taken
     └── ConversionError             a trajectory file that cannot be converted (ValueError)
 
 Errors carry their context as attributes and chain third-party errors with ``from``; none of them
@@ -119,6 +121,35 @@ class BudgetExceeded(SummarizerError):
 
 class SummaryFailed(SummarizerError):
     """The summary call failed or produced nothing usable after its retries."""
+
+
+class StoreUnavailable(SummarizerError):
+    """The checkpoint store cannot be reached or answered with an error (a Redis server that is
+    down or restarting). Nothing was written by the call that raised it; the proxy answers 503.
+
+    ``store`` names the store (e.g. ``redis://127.0.0.1:6379/0``, never a password).
+    """
+
+    def __init__(self, store: str, reason: str) -> None:
+        self.store = store
+        self.reason = reason
+        super().__init__(f"the checkpoint store {store} is unavailable: {reason}")
+
+
+class LeaseLost(SummarizerError):
+    """A checkpoint write made under a session's compaction lease was refused: another owner
+    has taken the lease since (its fencing token is newer), so this writer's lease had expired
+    (it was paused or too slow) and what it computed must not overwrite the new holder's.
+    """
+
+    def __init__(self, namespace: str, session: str, token: int, current: int) -> None:
+        self.session = session
+        self.token = token
+        self.current = current
+        super().__init__(
+            f"the compaction lease of session {session!r} was taken over (fencing token "
+            f"{token} < {current}); this write was refused"
+        )
 
 
 class ConversionError(SummarizerError, ValueError):

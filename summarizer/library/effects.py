@@ -12,6 +12,7 @@ from ..core.errors import ConfigurationError
 from ..core.results import SummarizeCall, SummaryOutcome
 from ..stores import Store
 from ..stores.effects import perform_store
+from .sessions import Lease
 
 SyncSummarizer = Callable[[SummarizeCall], SummaryOutcome]
 AsyncSummarizer = Callable[[SummarizeCall], Awaitable[SummaryOutcome]]
@@ -19,11 +20,12 @@ AsyncSummarizer = Callable[[SummarizeCall], Awaitable[SummaryOutcome]]
 
 class Performer:
     """Performs effects for ``drive_sync``: summary calls with ``summarize``, the rest against
-    ``store``."""
+    ``store`` (checkpoints saved under ``lease``'s fencing token once one is taken)."""
 
     def __init__(self, store: Store, summarize: SyncSummarizer | None) -> None:
         self.store = store
         self.summarize = summarize
+        self.lease: Lease | None = None
 
     def __call__(self, effect: Effect) -> Any:
         """The answer to ``effect``."""
@@ -35,16 +37,17 @@ class Performer:
                     "client)"
                 )
             return self.summarize(effect)
-        return perform_store(self.store, effect)
+        return perform_store(self.store, effect, fence=_fence(self.lease))
 
 
 class AsyncPerformer:
     """Performs effects for ``drive_async``: summary calls with ``summarize``, storage in a
-    worker thread."""
+    worker thread (checkpoints saved under ``lease``'s fencing token once one is taken)."""
 
     def __init__(self, store: Store, summarize: AsyncSummarizer | None) -> None:
         self.store = store
         self.summarize = summarize
+        self.lease: Lease | None = None
 
     async def __call__(self, effect: Effect) -> Any:
         """The answer to ``effect``."""
@@ -55,4 +58,9 @@ class AsyncPerformer:
                     "pass client=openai.AsyncOpenAI(...)"
                 )
             return await self.summarize(effect)
-        return await asyncio.to_thread(perform_store, self.store, effect)
+        fence = _fence(self.lease)
+        return await asyncio.to_thread(perform_store, self.store, effect, fence=fence)
+
+
+def _fence(lease: Lease | None) -> int | None:
+    return lease.token if lease is not None else None

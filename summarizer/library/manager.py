@@ -13,7 +13,11 @@ storage effects are performed here, in a worker thread for async callers.
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from typing import Any
@@ -22,7 +26,7 @@ import openai
 
 from ..core.config import CompactionConfig
 from ..core.effects import Turn
-from ..core.errors import ConfigurationError
+from ..core.errors import ConfigurationError, LeaseLost, StoreUnavailable
 from ..core.located import Located
 from ..core.messages import Message
 from ..core.results import CompactionEvent, PrepareResult, Trigger
@@ -32,20 +36,33 @@ from ..stores.effects import perform_store
 from .drive import drive_async, drive_sync
 from .effects import AsyncPerformer, AsyncSummarizer, Performer, SyncSummarizer
 from .engines import engine_for
-from .sessions import LEASE_POLL_S, Lease, SessionLocks
+from .sessions import LEASE_POLL_S, LEASE_TTL_S, Lease, SessionLocks
 from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 
 __all__ = ["AsyncSummarizer", "ContextManager", "SyncSummarizer"]
 
+logger = logging.getLogger("summarizer")
+
 CompactionHook = Callable[[CompactionEvent], None]
+
+CALIBRATION_REFRESH_S = 1.0
+"""How old this process's copy of a (namespace, model)'s shared calibration may get before a
+request reads the store's again (what other processes sharing the store observed)."""
+_MAX_REFRESH_MARKS = 4096
 
 
 class ContextManager:
     """Keeps one agent's requests inside the context window.
 
     ``client`` (an ``openai.OpenAI`` or ``openai.AsyncOpenAI``) is used for summary calls;
-    ``store`` is a ``Store``, a SQLite path, or None for an in-memory store; ``config`` is a
-    ``CompactionConfig``, or its fields are given as keywords.
+    ``store`` is a ``Store``, a SQLite path, a ``redis://`` URL, or None for an in-memory store;
+    ``config`` is a ``CompactionConfig``, or its fields are given as keywords. ``lease_ttl_s``:
+    how long a session's compaction lease outlives a holder that stopped renewing it (a
+    process that died mid-compaction blocks its session that long).
+
+    Calibration is shared through the store: each observation is folded into the store's sums,
+    and each request reads them again when this process's copy is older than
+    ``CALIBRATION_REFRESH_S``, so every process sharing a store estimates alike.
     """
 
     def __init__(
@@ -56,6 +73,7 @@ class ContextManager:
         on_compaction: CompactionHook | None = None,
         summarizer: SyncSummarizer | None = None,
         config: CompactionConfig | None = None,
+        lease_ttl_s: float = LEASE_TTL_S,
         **fields: Any,
     ) -> None:
         """The configuration is ``config`` or its fields as keywords, not both; an invalid one
@@ -70,6 +88,14 @@ class ContextManager:
                 f"{', '.join(sorted(fields))})"
             )
         _check_hooks(client=client, store=store, on_compaction=on_compaction, summarizer=summarizer)
+        if isinstance(lease_ttl_s, bool) or not (
+            isinstance(lease_ttl_s, (int, float)) and math.isfinite(lease_ttl_s) and lease_ttl_s > 0
+        ):
+            raise ConfigurationError(
+                f"lease_ttl_s must be a positive number of seconds, got {lease_ttl_s!r}",
+                problems=(("lease_ttl_s", "must be a positive number of seconds"),),
+            )
+        self.lease_ttl_s = float(lease_ttl_s)
         self.config = config
         self.store: Store = store if isinstance(store, Store) else open_store(store)
         self.engine = engine_for(
@@ -82,6 +108,8 @@ class ContextManager:
         elif isinstance(client, openai.OpenAI) and summarizer is None:
             self._sync = OpenAISummaryClient(client)
         self._locks = SessionLocks()
+        self._calibration_read: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._calibration_lock = threading.Lock()
 
     # -- the whole turn -----------------------------------------------------------------------
 
@@ -141,7 +169,9 @@ class ContextManager:
     # -- the steps of a turn ------------------------------------------------------------------
 
     def locate(self, turn: Turn) -> Located:
-        """``turn`` resolved against the stored checkpoints: its view and its size."""
+        """``turn`` resolved against the stored checkpoints: its view and its size (estimated
+        with the store's shared calibration)."""
+        self._refresh_calibration(turn.namespace, turn.model)
         return drive_sync(self.engine.locate(turn), self._store_effect)
 
     async def alocate(self, turn: Turn) -> Located:
@@ -169,24 +199,30 @@ class ContextManager:
             return done
         perform = Performer(self.store, summarizer or self._sync)
         with self._locks.thread_lock(located.namespace, located.session):
-            lease = Lease(self.store, located.namespace, located.session)
-            delay = LEASE_POLL_S[0]
-            while True:
-                # Another thread or process may have compacted this session while we waited.
-                located = drive_sync(self.engine.refresh(located), perform)
-                if force is None and (done := self.ready(located)) is not None:
-                    return done
-                if lease.take():
-                    break
-                time.sleep(delay)
-                delay = min(delay * 2, LEASE_POLL_S[1])
-            try:
-                located = drive_sync(self.engine.refresh(located), perform)
-                if force is None and (done := self.ready(located)) is not None:
-                    return done
-                return drive_sync(self.engine.steps(located, trigger=force or "threshold"), perform)
-            finally:
-                lease.release()
+            while True:  # again only when the lease was lost (taken over) mid-compaction
+                lease = Lease(self.store, located.namespace, located.session, self.lease_ttl_s)
+                delay = LEASE_POLL_S[0]
+                while True:
+                    # Another thread or process may have compacted this session meanwhile.
+                    located = drive_sync(self.engine.refresh(located), perform)
+                    if force is None and (done := self.ready(located)) is not None:
+                        return done
+                    if lease.take():
+                        break
+                    time.sleep(delay)
+                    delay = min(delay * 2, LEASE_POLL_S[1])
+                perform.lease = lease
+                try:
+                    located = drive_sync(self.engine.refresh(located), perform)
+                    if force is None and (done := self.ready(located)) is not None:
+                        return done
+                    steps = self.engine.steps(located, trigger=force or "threshold")
+                    return drive_sync(steps, perform)
+                except LeaseLost:
+                    _log_lease_lost(located)
+                finally:
+                    perform.lease = None
+                    lease.release()
 
     async def acompact(
         self,
@@ -201,25 +237,32 @@ class ContextManager:
             return done
         perform = AsyncPerformer(self.store, summarizer or self._async)
         async with self._locks.task_lock(located.namespace, located.session):
-            lease = Lease(self.store, located.namespace, located.session)
-            delay = LEASE_POLL_S[0]
-            while True:
-                # Another task or process may have compacted this session while we waited.
-                located = await drive_async(self.engine.refresh(located), perform, offload=True)
-                if force is None and (done := self.ready(located)) is not None:
-                    return done
-                if await asyncio.to_thread(lease.take):
-                    break
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, LEASE_POLL_S[1])
-            try:
-                located = await drive_async(self.engine.refresh(located), perform, offload=True)
-                if force is None and (done := self.ready(located)) is not None:
-                    return done
-                steps = self.engine.steps(located, trigger=force or "threshold")
-                return await drive_async(steps, perform, offload=True)
-            finally:
-                await asyncio.to_thread(lease.release)
+            while True:  # again only when the lease was lost (taken over) mid-compaction
+                lease = Lease(self.store, located.namespace, located.session, self.lease_ttl_s)
+                delay = LEASE_POLL_S[0]
+                while True:
+                    # Another task or process may have compacted this session meanwhile.
+                    refresh = self.engine.refresh(located)
+                    located = await drive_async(refresh, perform, offload=True)
+                    if force is None and (done := self.ready(located)) is not None:
+                        return done
+                    if await asyncio.to_thread(lease.take):
+                        break
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, LEASE_POLL_S[1])
+                perform.lease = lease
+                try:
+                    refresh = self.engine.refresh(located)
+                    located = await drive_async(refresh, perform, offload=True)
+                    if force is None and (done := self.ready(located)) is not None:
+                        return done
+                    steps = self.engine.steps(located, trigger=force or "threshold")
+                    return await drive_async(steps, perform, offload=True)
+                except LeaseLost:
+                    _log_lease_lost(located)
+                finally:
+                    perform.lease = None
+                    await asyncio.to_thread(lease.release)
 
     # -- feedback -----------------------------------------------------------------------------
 
@@ -227,17 +270,32 @@ class ContextManager:
         """Feed back a response's ``usage`` (an SDK object or a dict) for calibration.
 
         A ``prompt_tokens`` that is not a positive ``int`` (a string, null, an object, a bool) is
-        ignored.
+        ignored. The observation is folded into the store's shared calibration too; a store
+        that cannot be reached loses it (logged), never the caller's answer.
         """
-        record = self.engine.observe(result, model=model, prompt_tokens=_prompt_tokens(usage))
-        if record is not None:
-            perform_store(self.store, record)
+        prompt_tokens = _prompt_tokens(usage)
+        record = self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
+        try:
+            self._share_observation(result, model, prompt_tokens)
+            if record is not None:
+                perform_store(self.store, record)
+        except StoreUnavailable as exc:
+            logger.warning("usage not recorded in the store: %s", exc)
 
     async def aobserve(self, result: PrepareResult, usage: Any, *, model: str) -> None:
-        """``observe`` for async callers: the store write runs in a worker thread."""
-        record = self.engine.observe(result, model=model, prompt_tokens=_prompt_tokens(usage))
-        if record is not None:
-            await asyncio.to_thread(perform_store, self.store, record)
+        """``observe`` for async callers: the store writes run in a worker thread."""
+        prompt_tokens = _prompt_tokens(usage)
+        record = self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
+
+        def write() -> None:
+            self._share_observation(result, model, prompt_tokens)
+            if record is not None:
+                perform_store(self.store, record)
+
+        try:
+            await asyncio.to_thread(write)
+        except StoreUnavailable as exc:
+            logger.warning("usage not recorded in the store: %s", exc)
 
     def close(self) -> None:
         """Close the store."""
@@ -245,6 +303,56 @@ class ContextManager:
 
     def _store_effect(self, effect: Any) -> Any:
         return perform_store(self.store, effect)
+
+    # -- shared calibration -------------------------------------------------------------------
+
+    def _share_observation(
+        self, result: PrepareResult, model: str, prompt_tokens: int | None
+    ) -> None:
+        """Fold what ``engine.observe`` just learned into the store's sums, and take the
+        store's result (which includes every other process's observations) as ours."""
+        calibration = self.engine.calibration
+        estimated = result.report.raw_estimated_tokens
+        observation = calibration.observation(estimated=estimated, reported=prompt_tokens or 0)
+        if observation is None:
+            return
+        sums = self.store.fold_calibration(
+            result.namespace,
+            model,
+            reported=observation[0],
+            estimated=observation[1],
+            alpha=calibration.alpha,
+        )
+        calibration.load(model, sums, result.namespace)
+        self._mark_calibration_read(result.namespace, model, time.monotonic())
+
+    def _refresh_calibration(self, namespace: str, model: str) -> None:
+        """Read the store's sums for ``(namespace, model)`` when ours are older than
+        ``CALIBRATION_REFRESH_S``."""
+        now = time.monotonic()
+        with self._calibration_lock:
+            read_at = self._calibration_read.get((namespace, model))
+        if read_at is not None and now - read_at < CALIBRATION_REFRESH_S:
+            return
+        sums = self.store.read_calibration(namespace, model)
+        if sums is not None:
+            self.engine.calibration.load(model, sums, namespace)
+        self._mark_calibration_read(namespace, model, now)
+
+    def _mark_calibration_read(self, namespace: str, model: str, at: float) -> None:
+        with self._calibration_lock:
+            self._calibration_read[(namespace, model)] = at
+            self._calibration_read.move_to_end((namespace, model))
+            while len(self._calibration_read) > _MAX_REFRESH_MARKS:
+                self._calibration_read.popitem(last=False)
+
+
+def _log_lease_lost(located: Located) -> None:
+    logger.warning(
+        "the compaction lease of session %r was taken over while this process compacted it "
+        "(it stalled past its lease); its checkpoint was refused, looking again",
+        located.session,
+    )
 
 
 def _check_hooks(*, client: Any, store: Any, on_compaction: Any, summarizer: Any) -> None:

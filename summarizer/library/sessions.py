@@ -9,10 +9,12 @@ import threading
 import uuid
 import weakref
 
+from ..core.errors import StoreUnavailable
 from ..stores import Store
 
 LEASE_TTL_S = 30.0
-"""How long a compaction lease lasts unless renewed; a holder renews it every third of that."""
+"""How long a compaction lease lasts unless renewed (the default of ``ContextManager``'s
+``lease_ttl_s``); a holder renews it every third of that."""
 LEASE_POLL_S = (0.05, 1.0)
 """First and longest wait between attempts to take a lease another process holds."""
 
@@ -21,29 +23,42 @@ class Lease:
     """A session's compaction lease in the store, renewed on a thread while held.
 
     One compaction per session at a time holds across processes sharing a store: a process that
-    dies holding it blocks the session for at most ``LEASE_TTL_S``.
+    dies holding it blocks the session for at most ``ttl_s``. ``token`` is the fencing token the
+    store granted, which every checkpoint written under the lease carries: if this holder
+    stalls past ``ttl_s`` (a GC pause, a stopped process) and another takes the lease, the
+    store refuses this one's write (``LeaseLost``).
     """
 
-    def __init__(self, store: Store, namespace: str, session: str) -> None:
+    def __init__(self, store: Store, namespace: str, session: str, ttl_s: float = LEASE_TTL_S):
         self.store = store
         self.key = (namespace, session)
         self.owner = uuid.uuid4().hex
+        self.ttl_s = ttl_s
+        self.token: int | None = None
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
     def take(self) -> bool:
         """Take the lease if nobody else holds it; start renewing it when taken."""
-        if not self.store.try_lease(*self.key, self.owner, LEASE_TTL_S):
+        token = self.store.try_lease(*self.key, self.owner, self.ttl_s)
+        if token is None:
             return False
+        self.token = token
         self._renewer = threading.Thread(target=self._renew, name="summarizer-lease", daemon=True)
         self._renewer.start()
         return True
 
     def _renew(self) -> None:
-        while not self._stop.wait(LEASE_TTL_S / 3):
+        while not self._stop.wait(self.ttl_s / 3):
             try:
-                self.store.try_lease(*self.key, self.owner, LEASE_TTL_S)
+                token = self.store.try_lease(*self.key, self.owner, self.ttl_s)
             except ValueError:  # the store was closed
+                return
+            except StoreUnavailable:  # try again next time; the lease may expire meanwhile
+                continue
+            if token != self.token:
+                # It expired meanwhile (and maybe another owner took it): this holder's writes
+                # carry the old token and are refused once a newer one exists.
                 return
 
     def release(self) -> None:
@@ -51,7 +66,8 @@ class Lease:
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()
-        with contextlib.suppress(ValueError):  # a closed store: the lease expires on its own
+        # A closed or unreachable store: the lease expires on its own.
+        with contextlib.suppress(ValueError, StoreUnavailable):
             self.store.release_lease(*self.key, self.owner)
 
 

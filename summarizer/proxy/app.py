@@ -30,12 +30,20 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..core.errors import StoreUnavailable
 from ..core.results import CompactionEvent
 from ..stores import Store
 from .access import RequestGuard, log_startup_notes, reader_namespace
 from .body import parse_body
 from .chat import OFFLOAD_BYTES, chat_completions, serve_managed
-from .errors import ErrorShape, error_event, error_payload, error_response, unknown_path
+from .errors import (
+    ErrorShape,
+    error_event,
+    error_payload,
+    error_response,
+    store_unavailable_response,
+    unknown_path,
+)
 from .headers import response_headers
 from .intake import (
     BodyTimeout,
@@ -297,6 +305,11 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def _store_unavailable(request: Request, exc: Exception) -> Response:
+    logger.warning("answering 503 to %s %s: %s", request.method, request.url.path, exc)
+    return store_unavailable_response()
+
+
 def create_app(
     settings: Settings,
     *,
@@ -339,7 +352,7 @@ def create_app(
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={Exception: _internal_error},
+        exception_handlers={StoreUnavailable: _store_unavailable, Exception: _internal_error},
     )
     app.state.proxy = state
     # Added first, so it runs inside RequestMetrics: its refusals are counted too.

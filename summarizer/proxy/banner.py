@@ -25,6 +25,8 @@ def display_url(url: str) -> str:
 
 def store_line(settings: Settings) -> str:
     """Where checkpoints and the activity log live."""
+    if settings.store is not None:
+        return f"{display_url(settings.store)} (Redis: shared by every replica using it)"
     where = settings.db_path()
     if str(where) == ":memory:":
         return ":memory: (SQLite in memory: nothing survives a restart)"
@@ -74,7 +76,7 @@ def banner_lines(
         if settings.record
         else "off: counts and summaries only (--record keeps conversations for export)"
     )
-    store_arg = settings.db_path()
+    store_arg = display_url(settings.store) if settings.store else settings.db_path()
     look = [
         f"summarizer sessions --store {store_arg}",
         f"{base}/ui{ui_fragment}" if ui else "/ui is off (--ui)",

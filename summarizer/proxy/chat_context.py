@@ -19,6 +19,7 @@ from ..core.errors import (
     ConfigurationError,
     HistoryNotInRequest,
     InvalidConversation,
+    StoreUnavailable,
     SummarizerError,
     TokenizerUnavailable,
     UnknownModelError,
@@ -27,7 +28,7 @@ from ..core.located import Located
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
 from .answers import usable_usage, usage_figures
 from .chat_request import ManagedRequest, summarizer_headers
-from .errors import error_response
+from .errors import error_response, store_unavailable_response
 from .state import ProxyState
 from .upstream_count import calibrate_by_count
 
@@ -51,6 +52,11 @@ def unknown_window(model: str, window_configured: bool) -> str:
         "unmanaged; set it with --context-window N (SUMMARIZER_CONTEXT_WINDOW; every model) "
         "or a [[models]] entry with context_window in the --config file"
     )
+
+
+def _store_down(exc: StoreUnavailable) -> Response:
+    logger.warning("answering 503: %s", exc)
+    return store_unavailable_response()
 
 
 class Overhead:
@@ -101,17 +107,19 @@ class ChatContext:
 
     async def locate(self) -> Response | None:
         """Locate the request (once, in a worker thread); settled already when no compaction is
-        due. An error response for an invalid conversation."""
+        due. An error response for an invalid conversation, or a 503 when the store is down."""
         context = self.route.context
         try:
             self.located = await context.alocate(self.chat.turn())
+            if await calibrate_by_count(self.state, self.chat, self.located, self.route):
+                self.located = await context.alocate(self.chat.turn())
         except InvalidConversation as exc:
             return error_response(400, str(exc), param=exc.param, code="invalid_value")
         except (ConfigurationError, TokenizerUnavailable, HistoryNotInRequest) as exc:
             self._unmanaged(exc)
             return None
-        if await calibrate_by_count(self.state, self.chat, self.located, self.route):
-            self.located = await context.alocate(self.chat.turn())
+        except StoreUnavailable as exc:
+            return _store_down(exc)
         self.result = context.ready(self.located)
         return None
 
@@ -132,6 +140,8 @@ class ChatContext:
             return error_response(400, str(exc), param=exc.param, code="invalid_value")
         except (ConfigurationError, TokenizerUnavailable) as exc:
             self._unmanaged(exc)
+        except StoreUnavailable as exc:
+            return _store_down(exc)
         finally:
             self.overhead.resume()
         return None

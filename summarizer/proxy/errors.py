@@ -96,6 +96,19 @@ def unknown_path(path: str) -> Response:
     return error_response(404, f"Unknown path {path}.", code="not_found")
 
 
+def store_unavailable_response() -> Response:
+    """The 503 for a request that needed the checkpoint store while it could not be reached
+    (e.g. Redis restarting): nothing was sent upstream, the client may retry."""
+    return error_response(
+        503,
+        "The summarizer proxy's checkpoint store is unavailable; nothing was sent upstream. "
+        "Retry shortly.",
+        type="server_error",
+        code="store_unavailable",
+        headers={"retry-after": "1"},
+    )
+
+
 def error_event(payload: Any) -> bytes:
     """An error as a server-sent event of the current API: ``data:`` only for OpenAI (the SDK
     raises on a payload with ``error``), ``event: error`` for Anthropic (its SDK raises on that)."""

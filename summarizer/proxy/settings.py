@@ -79,6 +79,12 @@ class Settings(ConfigurationModel):
     """When set, sent upstream instead of the client's own ``Authorization``."""
     db: Path | None = None
     """SQLite checkpoint file; None means ``default_db_path()``; ``:memory:`` keeps nothing."""
+    store: str | None = None
+    """A ``redis://`` (or ``rediss://``) URL: checkpoints, leases and calibration in Redis,
+    shared by several replicas. Not together with ``db``."""
+    lease_ttl: float = Field(default=30.0, gt=0)
+    """Seconds a session's compaction lease outlives a replica that stopped renewing it (died
+    mid-compaction): how long that session waits before another replica takes over."""
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     """How the proxy compacts: the configuration the ``ContextManager`` gets."""
     log_format: Literal["text", "json"] = "text"
@@ -130,6 +136,24 @@ class Settings(ConfigurationModel):
     @classmethod
     def _strip_slash(cls, value: str) -> str:
         return check_upstream_url(value)
+
+    @field_validator("store")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://")):
+            raise ValueError(
+                "store must be a redis:// or rediss:// URL (give a SQLite file with db / --db)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_store(self) -> Settings:
+        if self.db is not None and self.store is not None:
+            raise ValueError(
+                "db and store are both set: give a SQLite file (db, --db) or a Redis URL "
+                "(store, --store), not both"
+            )
+        return self
 
     @field_validator("client_keys", mode="before")
     @classmethod
@@ -226,6 +250,10 @@ class Settings(ConfigurationModel):
             if path is None:
                 raise
             raise blame_file(exc, path, set(from_file) - set(above_file)) from None
+
+    def store_spec(self) -> Path | str:
+        """What ``open_store`` opens: the Redis URL, else the SQLite path."""
+        return self.store if self.store is not None else self.db_path()
 
     def db_path(self) -> Path | str:
         """Where the checkpoints live (``:memory:`` stays a string)."""

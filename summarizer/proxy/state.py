@@ -48,11 +48,14 @@ class ProxyState:
         self.metrics = ProxyMetrics()
         self._on_compaction = on_compaction
         self._owns_store = store is None
-        self.store = store if store is not None else open_store(settings.db_path())
+        self.store = store if store is not None else open_store(settings.store_spec())
         self.routes = RouteTable(
             settings,
             lambda config: ContextManager(
-                store=self.store, on_compaction=self._record_compaction, config=config
+                store=self.store,
+                on_compaction=self._record_compaction,
+                config=config,
+                lease_ttl_s=settings.lease_ttl,
             ),
         )
         self.context = self.routes.default.context

@@ -1,4 +1,5 @@
-"""Where checkpoints live between requests: in memory, or in a SQLite file that survives restarts.
+"""Where checkpoints live between requests: in memory, in a SQLite file that survives restarts, or
+in a Redis server that several proxy replicas share.
 
 Invariants every store keeps:
 
@@ -7,10 +8,17 @@ Invariants every store keeps:
 - rows are scoped by ``namespace``: ``get``, ``find_latest`` and ``list_session`` never return
   another namespace's checkpoint. A store holds only the namespace hash the caller gives it, never
   a credential;
-- every method is safe to call from several threads; ``SQLiteStore`` also from several processes;
+- every method is safe to call from several threads; ``SQLiteStore`` and ``RedisStore`` also from
+  several processes (``RedisStore`` from several machines);
 - a *lease* per session (``try_lease``/``release_lease``) lets one compaction run at a time for a
   session across every process sharing the store; an expired lease (its holder died) is taken over;
-- both stores are also an ``ActivityLog``: a record per managed request the proxy served, and (when
+  each grant carries a *fencing token*, and a ``put`` made under an older token than the
+  session's current one is refused (``LeaseLost``), so a holder paused past its lease never
+  overwrites what the next holder wrote;
+- the calibration sums (``fold_calibration``/``read_calibration``) are shared by every process
+  using the store, each fold one atomic step;
+- a store that cannot be reached raises ``StoreUnavailable`` (the proxy answers 503);
+- every store is also an ``ActivityLog``: a record per managed request the proxy served, and (when
   recording is on) each session's latest conversation, for ``summarizer sessions`` and ``/ui``.
 """
 
@@ -22,6 +30,7 @@ from ..core.checkpoints import prefix_candidates
 from ..core.errors import ConfigurationError
 from .base import ActivityLog, Store
 from .memory import MemoryStore
+from .redis import RedisStore
 from .sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
 
 __all__ = [
@@ -29,6 +38,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ActivityLog",
     "MemoryStore",
+    "RedisStore",
     "SQLiteStore",
     "Store",
     "open_store",
@@ -36,10 +46,16 @@ __all__ = [
 ]
 
 
+REDIS_SCHEMES = ("redis://", "rediss://")
+
+
 def open_store(spec: str | os.PathLike[str] | None) -> Store:
-    """``MemoryStore()`` for None, else ``SQLiteStore(spec)`` (a path, or ``":memory:"``)."""
+    """``MemoryStore()`` for None, ``RedisStore(spec)`` for a ``redis://`` or ``rediss://``
+    URL, else ``SQLiteStore(spec)`` (a path, or ``":memory:"``)."""
     if spec is None:
         return MemoryStore()
     if not os.fspath(spec):
         raise ConfigurationError("the checkpoint store path is empty; pass a path or None")
+    if isinstance(spec, str) and spec.startswith(REDIS_SCHEMES):
+        return RedisStore(spec)
     return SQLiteStore(spec)

@@ -15,8 +15,13 @@ from ..core.checkpoints import Checkpoint
 class Store(Protocol):
     """Persistence for checkpoints, scoped by namespace."""
 
-    def put(self, checkpoint: Checkpoint) -> None:
-        """Save ``checkpoint`` atomically; saving the same (namespace, id) again replaces it."""
+    def put(self, checkpoint: Checkpoint, *, fence: int | None = None) -> None:
+        """Save ``checkpoint`` atomically; saving the same (namespace, id) again replaces it.
+
+        ``fence``: the fencing token of the session lease the write is made under (from
+        ``try_lease``). When the session's lease has since been granted to another owner (its
+        token is newer), nothing is written and ``LeaseLost`` is raised.
+        """
         ...
 
     def get(self, namespace: str, checkpoint_id: str) -> Checkpoint | None:
@@ -54,13 +59,30 @@ class Store(Protocol):
         """
         ...
 
-    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> bool:
-        """Take or renew the session's compaction lease for ``owner`` until ``ttl_s`` from now;
-        False while another owner holds an unexpired one."""
+    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> int | None:
+        """Take or renew the session's compaction lease for ``owner`` until ``ttl_s`` from now:
+        its fencing token, or None while another owner holds an unexpired one.
+
+        The token (a positive int) grows by one each time the lease is granted while nobody
+        held it unexpired, and is kept across releases; renewing one's own unexpired lease keeps
+        it. A ``put`` carrying an older token than the session's is refused.
+        """
         ...
 
     def release_lease(self, namespace: str, session: str, owner: str) -> None:
         """Give the lease up if ``owner`` holds it (otherwise nothing happens)."""
+        ...
+
+    def fold_calibration(
+        self, namespace: str, model: str, *, reported: float, estimated: float, alpha: float
+    ) -> tuple[float, float]:
+        """Fold one observation into the shared calibration sums of ``(namespace, model)``
+        atomically, ``sums = (1 - alpha) * sums + (reported, estimated)``; the new sums."""
+        ...
+
+    def read_calibration(self, namespace: str, model: str) -> tuple[float, float] | None:
+        """The shared calibration sums (reported, estimated) of ``(namespace, model)``, or None
+        before any observation."""
         ...
 
     def close(self) -> None:
@@ -171,3 +193,21 @@ def _reported_update(after: int | None, before: int | None) -> dict[str, Any]:
     if before is not None:
         update["reported_tokens_before"] = before
     return update
+
+
+def _grant(holder: str | None, expires_at: float, token: int, owner: str, now: float) -> int | None:
+    """The fencing token ``owner`` gets for a session whose lease is held by ``holder`` until
+    ``expires_at`` with ``token``: the same token to renew one's own unexpired lease, None while
+    another owner holds one, else the next token."""
+    if holder and expires_at > now:
+        return token if holder == owner else None
+    return token + 1
+
+
+def _fold(
+    sums: tuple[float, float] | None, reported: float, estimated: float, alpha: float
+) -> tuple[float, float]:
+    """``(1 - alpha) * sums + (reported, estimated)``: one calibration observation folded in."""
+    old_reported, old_estimated = sums or (0.0, 0.0)
+    keep = 1 - alpha
+    return (keep * old_reported + reported, keep * old_estimated + estimated)

@@ -9,9 +9,11 @@ from .base import Store
 StoreEffect = FindCheckpoint | SaveCheckpoint | RecordUsage
 
 
-def perform_store(store: Store, effect: StoreEffect) -> Found | Saved | None:
+def perform_store(
+    store: Store, effect: StoreEffect, *, fence: int | None = None
+) -> Found | Saved | None:
     """Do what ``effect`` asks of ``store`` and return its answer (blocking: async callers run
-    it in a worker thread)."""
+    it in a worker thread). ``fence``: the lease token a checkpoint is saved under."""
     if isinstance(effect, FindCheckpoint):
         # Read before the lookup: a write during it then makes the engine's memo stale, never
         # wrong.
@@ -24,7 +26,7 @@ def perform_store(store: Store, effect: StoreEffect) -> Found | Saved | None:
         found = store.find_latest(effect.namespace, candidates) if candidates else None
         return Found(found, generation)
     if isinstance(effect, SaveCheckpoint):
-        store.put(effect.checkpoint)
+        store.put(effect.checkpoint, fence=fence)
         return Saved(store.generation())
     store.update_reported(
         effect.namespace, effect.checkpoint_id, reported_tokens_after=effect.reported_tokens_after

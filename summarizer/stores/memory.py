@@ -9,10 +9,13 @@ from collections.abc import Mapping
 
 from ..core.activity import Recording, RequestRecord, SessionRow, roll_up
 from ..core.checkpoints import Checkpoint
-from .base import _Closable, _reported_update, _Row
+from ..core.errors import LeaseLost
+from .base import _Closable, _fold, _grant, _reported_update, _Row
 
 MAX_MEMORY_RECORDS = 100_000
 """Request records a ``MemoryStore`` keeps (the oldest are dropped first)."""
+MAX_MEMORY_CALIBRATIONS = 4096
+"""Calibrated (namespace, model) pairs a ``MemoryStore`` keeps (least recently observed go)."""
 
 
 class MemoryStore(_Closable):
@@ -30,16 +33,25 @@ class MemoryStore(_Closable):
         # (namespace, id) -> (row, session, covered_prefix_hash, json)
         self._rows: dict[tuple[str, str], tuple[_Row, str, str, str]] = {}
         self._by_prefix: dict[tuple[str, str], set[str]] = {}
-        self._leases: dict[tuple[str, str], tuple[str, float]] = {}
+        # (namespace, session) -> (owner, expires_at, fencing token); a released lease keeps
+        # its token with no owner.
+        self._leases: dict[tuple[str, str], tuple[str, float, int]] = {}
+        self._calibration: dict[tuple[str, str], tuple[float, float]] = {}
         self._requests: deque[RequestRecord] = deque(maxlen=MAX_MEMORY_RECORDS)
         self._recordings: dict[tuple[str, str], Recording] = {}
 
-    def put(self, checkpoint: Checkpoint) -> None:
-        """Save ``checkpoint``; saving the same (namespace, id) again replaces it."""
+    def put(self, checkpoint: Checkpoint, *, fence: int | None = None) -> None:
+        """Save ``checkpoint``; saving the same (namespace, id) again replaces it (``LeaseLost``
+        for a ``fence`` older than the session's lease token)."""
         body = checkpoint.to_json()  # may raise: nothing is changed yet
         key = (checkpoint.namespace, checkpoint.id)
         with self._lock:
             self._check_open()
+            if fence is not None:
+                held = self._leases.get((checkpoint.namespace, checkpoint.session))
+                current = held[2] if held is not None else 0
+                if current > fence:
+                    raise LeaseLost(checkpoint.namespace, checkpoint.session, fence, current)
             old = self._rows.get(key)
             if old is None:
                 self._seq += 1
@@ -111,23 +123,43 @@ class MemoryStore(_Closable):
             self._rows[key] = (entry[0], entry[1], entry[2], checkpoint.to_json())
             self._writes += 1
 
-    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> bool:
-        """Take or renew the session's compaction lease (see ``Store``)."""
+    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> int | None:
+        """Take or renew the session's compaction lease: its fencing token, or None (see
+        ``Store``)."""
         now = time.time()
         with self._lock:
             self._check_open()
-            held = self._leases.get((namespace, session))
-            if held is not None and held[0] != owner and held[1] > now:
-                return False
-            self._leases[(namespace, session)] = (owner, now + ttl_s)
-            return True
+            holder, expires_at, token = self._leases.get((namespace, session), ("", 0.0, 0))
+            granted = _grant(holder, expires_at, token, owner, now)
+            if granted is not None:
+                self._leases[(namespace, session)] = (owner, now + ttl_s, granted)
+            return granted
 
     def release_lease(self, namespace: str, session: str, owner: str) -> None:
-        """Give the lease up if ``owner`` holds it."""
+        """Give the lease up if ``owner`` holds it (its fencing token is kept)."""
         with self._lock:
             held = self._leases.get((namespace, session))
             if held is not None and held[0] == owner:
-                del self._leases[(namespace, session)]
+                self._leases[(namespace, session)] = ("", 0.0, held[2])
+
+    def fold_calibration(
+        self, namespace: str, model: str, *, reported: float, estimated: float, alpha: float
+    ) -> tuple[float, float]:
+        """Fold one observation into ``(namespace, model)``'s sums (see ``Store``)."""
+        with self._lock:
+            self._check_open()
+            sums = _fold(self._calibration.get((namespace, model)), reported, estimated, alpha)
+            self._calibration.pop((namespace, model), None)
+            self._calibration[(namespace, model)] = sums  # newest last
+            while len(self._calibration) > MAX_MEMORY_CALIBRATIONS:
+                del self._calibration[next(iter(self._calibration))]
+            return sums
+
+    def read_calibration(self, namespace: str, model: str) -> tuple[float, float] | None:
+        """The calibration sums of ``(namespace, model)``, or None."""
+        with self._lock:
+            self._check_open()
+            return self._calibration.get((namespace, model))
 
     # -- activity (see ``ActivityLog``) ----------------------------------------------------------
 
@@ -185,5 +217,6 @@ class MemoryStore(_Closable):
             self._rows.clear()
             self._by_prefix.clear()
             self._leases.clear()
+            self._calibration.clear()
             self._requests.clear()
             self._recordings.clear()

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..core.checkpoints import Checkpoint
-from ..core.errors import ConfigurationError
-from .base import _batches, _Closable, _reported_update, _Row
+from ..core.errors import ConfigurationError, LeaseLost
+from .base import _batches, _Closable, _fold, _grant, _reported_update, _Row
 from .sqlite_activity import ACTIVITY_MIGRATION, SQLiteActivity
 
 # Migration ``i`` brings the schema from version ``i`` to ``i + 1`` (``PRAGMA user_version``).
@@ -54,9 +54,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
     ),
     # 3: what the proxy served (request records, recorded conversations) for `summarizer
-    # sessions`, `show`, `export` and /ui; and the calibration table replicas share.
+    # sessions`, `show`, `export` and /ui; the calibration table replicas share; and each
+    # lease's fencing token (a released lease keeps its row, with no owner, for the token).
     (
         *ACTIVITY_MIGRATION,
+        "ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0",
         """
         CREATE TABLE calibration (
             namespace TEXT NOT NULL,
@@ -148,8 +150,9 @@ class SQLiteStore(SQLiteActivity, _Closable):
                 self._conn.execute("ROLLBACK")
             raise
 
-    def put(self, checkpoint: Checkpoint) -> None:
-        """Save ``checkpoint`` in one transaction; the same (namespace, id) again replaces it."""
+    def put(self, checkpoint: Checkpoint, *, fence: int | None = None) -> None:
+        """Save ``checkpoint`` in one transaction; the same (namespace, id) again replaces it
+        (``LeaseLost`` for a ``fence`` older than the session's lease token)."""
         body = checkpoint.to_json()  # may raise: nothing is written yet
         applicable = checkpoint.applicable
         params = (
@@ -181,8 +184,18 @@ class SQLiteStore(SQLiteActivity, _Closable):
         with self._lock:
             self._check_open()
             with self._transaction():
+                if fence is not None:
+                    self._check_fence(checkpoint.namespace, checkpoint.session, fence)
                 self._conn.execute(sql, params)
             self._writes += 1
+
+    def _check_fence(self, namespace: str, session: str, fence: int) -> None:
+        row = self._conn.execute(
+            "SELECT token FROM leases WHERE namespace = ? AND session = ?", (namespace, session)
+        ).fetchone()
+        current = int(row[0]) if row is not None else 0
+        if current > fence:
+            raise LeaseLost(namespace, session, fence, current)
 
     def generation(self) -> int | None:
         """Changes with every write, this connection's or another's (``PRAGMA data_version``
@@ -272,36 +285,69 @@ class SQLiteStore(SQLiteActivity, _Closable):
                     )
             self._writes += 1
 
-    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> bool:
+    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> int | None:
         """Take or renew the session's compaction lease, in one write transaction, so two
-        processes never both hold it (see ``Store``)."""
+        processes never both hold it: its fencing token, or None (see ``Store``)."""
         now = time.time()
         with self._lock:
             self._check_open()
             with self._transaction():
                 row = self._conn.execute(
-                    "SELECT owner, expires_at FROM leases WHERE namespace = ? AND session = ?",
+                    "SELECT owner, expires_at, token FROM leases "
+                    "WHERE namespace = ? AND session = ?",
                     (namespace, session),
                 ).fetchone()
-                if row is not None and row[0] != owner and row[1] > now:
-                    return False
-                self._conn.execute(
-                    "INSERT OR REPLACE INTO leases (namespace, session, owner, expires_at) "
-                    "VALUES (?, ?, ?, ?)",
-                    (namespace, session, owner, now + ttl_s),
-                )
-                return True
+                holder, expires_at, token = row if row is not None else ("", 0.0, 0)
+                granted = _grant(holder, expires_at, token, owner, now)
+                if granted is not None:
+                    self._conn.execute(
+                        "INSERT OR REPLACE INTO leases (namespace, session, owner, expires_at, "
+                        "token) VALUES (?, ?, ?, ?, ?)",
+                        (namespace, session, owner, now + ttl_s, granted),
+                    )
+                return granted
 
     def release_lease(self, namespace: str, session: str, owner: str) -> None:
-        """Give the lease up if ``owner`` holds it."""
+        """Give the lease up if ``owner`` holds it (the row stays, for its fencing token)."""
         with self._lock:
             if self._closed:
                 return
             with self._transaction():
                 self._conn.execute(
-                    "DELETE FROM leases WHERE namespace = ? AND session = ? AND owner = ?",
+                    "UPDATE leases SET owner = '', expires_at = 0 "
+                    "WHERE namespace = ? AND session = ? AND owner = ?",
                     (namespace, session, owner),
                 )
+
+    def fold_calibration(
+        self, namespace: str, model: str, *, reported: float, estimated: float, alpha: float
+    ) -> tuple[float, float]:
+        """Fold one observation into ``(namespace, model)``'s sums in one write transaction,
+        so concurrent processes never lose one (see ``Store``)."""
+        with self._lock:
+            self._check_open()
+            with self._transaction():
+                row = self._conn.execute(
+                    "SELECT reported, estimated FROM calibration WHERE namespace = ? AND model = ?",
+                    (namespace, model),
+                ).fetchone()
+                sums = _fold(row, reported, estimated, alpha)
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO calibration "
+                    "(namespace, model, reported, estimated, updated_at) VALUES (?, ?, ?, ?, ?)",
+                    (namespace, model, *sums, time.time()),
+                )
+            return sums
+
+    def read_calibration(self, namespace: str, model: str) -> tuple[float, float] | None:
+        """The calibration sums of ``(namespace, model)``, or None."""
+        with self._lock:
+            self._check_open()
+            row = self._conn.execute(
+                "SELECT reported, estimated FROM calibration WHERE namespace = ? AND model = ?",
+                (namespace, model),
+            ).fetchone()
+        return None if row is None else (float(row[0]), float(row[1]))
 
     def close(self) -> None:
         """Close the connection; later calls raise ``ValueError``. Closing twice is harmless."""

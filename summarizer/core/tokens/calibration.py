@@ -59,15 +59,41 @@ class Calibration:
 
         Non-positive values (a missing or zero usage) are ignored.
         """
-        if estimated <= 0 or reported <= 0:
+        observation = self.observation(estimated=estimated, reported=reported)
+        if observation is None:
             return
-        # One observation alone never moves the ratio past the bounds.
-        reported = int(min(max(reported, estimated * self.min_ratio), estimated * self.max_ratio))
+        reported, estimated = observation
         key = (namespace, model)
         keep = 1 - self.alpha
         with self._lock:
             total_reported, total_estimated = self._sums.pop(key, (0.0, 0.0))
             self._sums[key] = (keep * total_reported + reported, keep * total_estimated + estimated)
+            while len(self._sums) > self.max_entries:
+                self._sums.popitem(last=False)
+
+    def observation(self, *, estimated: int, reported: int) -> tuple[int, int] | None:
+        """What ``observe`` folds in for these counts: ``(reported, estimated)`` with
+        ``reported`` clamped to the bounds, or None for a non-positive count."""
+        if estimated <= 0 or reported <= 0:
+            return None
+        # One observation alone never moves the ratio past the bounds.
+        reported = int(min(max(reported, estimated * self.min_ratio), estimated * self.max_ratio))
+        return reported, estimated
+
+    def sums(self, model: str, namespace: str = "") -> tuple[float, float] | None:
+        """The decayed sums (reported, estimated) of ``model`` in ``namespace``, or None."""
+        with self._lock:
+            return self._sums.get((namespace, model))
+
+    def load(self, model: str, sums: tuple[float, float], namespace: str = "") -> None:
+        """Replace the sums of ``model`` in ``namespace`` (with ones shared by other processes);
+        sums that are not positive finite numbers are ignored."""
+        if not all(math.isfinite(value) and value > 0 for value in sums):
+            return
+        key = (namespace, model)
+        with self._lock:
+            self._sums.pop(key, None)
+            self._sums[key] = (float(sums[0]), float(sums[1]))
             while len(self._sums) > self.max_entries:
                 self._sums.popitem(last=False)
 

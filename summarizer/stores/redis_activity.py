@@ -1,0 +1,146 @@
+"""The Redis store's activity log (``ActivityLog``), bounded:
+
+- ``req:{ns}:{session}``: a session's newest ``MAX_RECORDS_PER_SESSION`` request records (a list
+  trimmed on every append); ``roll:{ns}:{session}``: its roll-up, updated by the same script, so
+  ``summarizer sessions`` still counts every request the list no longer holds;
+- ``active`` and ``active:{ns}``: sessions by last activity; past ``MAX_SESSIONS`` the least
+  recently active session is dropped with its records and roll-up;
+- ``rec:{ns}:{session}``: a session's recorded conversation, indexed by ``recs`` and
+  ``recs:{ns}``, the oldest dropped past ``MAX_SESSIONS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from typing import Any
+from urllib.parse import unquote
+
+from ..core.activity import Recording, RequestRecord, SessionRow
+
+MAX_RECORDS_PER_SESSION = 1_000
+"""Request records kept per session in Redis (the roll-up counts them all)."""
+MAX_SESSIONS = 100_000
+"""Sessions whose records (and, separately, recordings) Redis keeps; the least recent go."""
+
+
+class RedisActivity:
+    """``ActivityLog`` over the store's connection (mixed into ``RedisStore``)."""
+
+    prefix: str
+    _redis: Any  # a redis.Redis answering str
+    _guard: Callable[[], AbstractContextManager[None]]
+    _key: Callable[..., str]
+    _run: Callable[[str, list[str], list[Any]], Any]
+
+    def _member(self, namespace: str, session: str) -> str:
+        """The suffix of a session's keys, ``{ns}:{session}`` quoted: its index member."""
+        return self._key("", namespace, session)[len(self.prefix) + 1 :]
+
+    def log_request(self, record: RequestRecord) -> None:
+        """Append one request's record and update its session's roll-up (one script)."""
+        ns, session = record.namespace, record.session
+        self._run(
+            "log",
+            [
+                self._key("req", ns, session),
+                self._key("roll", ns, session),
+                self._key("active"),
+                self._key("active", ns),
+            ],
+            [
+                record.model_dump_json(),
+                ns,
+                session,
+                repr(record.at),
+                record.model,
+                record.tokens_sent,
+                record.window,
+                record.reported_tokens or 0,
+                record.cached_tokens or 0,
+                int(record.compacted),
+                MAX_RECORDS_PER_SESSION,
+                MAX_SESSIONS,
+                self._member(ns, session),
+                self.prefix,
+            ],
+        )
+
+    def list_sessions(
+        self, namespace: str | None = None, *, since: float | None = None
+    ) -> list[SessionRow]:
+        """Each session's roll-up (of ``namespace``, or all), newest activity first."""
+        index = self._key("active") if namespace is None else self._key("active", namespace)
+        low = "-inf" if since is None else repr(since)
+        with self._guard():
+            members = self._redis.zrevrangebyscore(index, "+inf", low)
+            pipe = self._redis.pipeline(transaction=False)
+            for member in members:
+                pipe.hgetall(f"{self.prefix}roll:{member}")
+            rolls = pipe.execute() if members else []
+        rows = [_session_row(roll) for roll in rolls if roll]
+        return sorted(rows, key=lambda row: row.last_seen, reverse=True)
+
+    def session_requests(self, namespace: str | None, session: str) -> list[RequestRecord]:
+        """A session's kept request records, oldest first (of every namespace for None)."""
+        with self._guard():
+            if namespace is not None:
+                members = [self._member(namespace, session)]
+            else:
+                members = _of_session(self._redis.zrange(self._key("active"), 0, -1), session)
+            pipe = self._redis.pipeline(transaction=False)
+            for member in members:
+                pipe.lrange(f"{self.prefix}req:{member}", 0, -1)
+            lists = pipe.execute() if members else []
+        records = [RequestRecord.model_validate_json(body) for bodies in lists for body in bodies]
+        return sorted(records, key=lambda r: r.at)
+
+    def record_conversation(self, recording: Recording) -> None:
+        """Keep ``recording`` as its session's latest conversation."""
+        ns, session = recording.namespace, recording.session
+        self._run(
+            "record",
+            [self._key("rec", ns, session), self._key("recs"), self._key("recs", ns)],
+            [
+                recording.model_dump_json(),
+                repr(recording.at),
+                self._member(ns, session),
+                MAX_SESSIONS,
+                self.prefix,
+            ],
+        )
+
+    def recordings(
+        self, namespace: str | None = None, session: str | None = None
+    ) -> list[Recording]:
+        """The recorded conversations (of ``namespace`` / ``session``, or all), oldest first."""
+        index = self._key("recs") if namespace is None else self._key("recs", namespace)
+        with self._guard():
+            members = self._redis.zrange(index, 0, -1)
+            if session is not None:
+                members = _of_session(members, session)
+            bodies = self._redis.mget([f"{self.prefix}rec:{m}" for m in members]) if members else []
+        found = [Recording.model_validate_json(body) for body in bodies if body is not None]
+        return sorted(found, key=lambda r: r.at)
+
+
+def _of_session(members: Iterable[str], session: str) -> list[str]:
+    """The index members (``{ns}:{session}``, quoted) of ``session``, in any namespace."""
+    return [m for m in members if unquote(m.split(":", 1)[1], errors="surrogatepass") == session]
+
+
+def _session_row(roll: dict[str, str]) -> SessionRow:
+    return SessionRow(
+        namespace=roll["namespace"],
+        session=roll["session"],
+        model=roll["model"],
+        requests=int(roll["requests"]),
+        compactions=int(roll["compactions"]),
+        tokens_now=int(roll["tokens_now"]),
+        tokens_peak=int(roll["tokens_peak"]),
+        window=int(roll["window"]),
+        reported_tokens=int(roll["reported"]),
+        cached_tokens=int(roll["cached"]),
+        first_seen=float(roll["first"]),
+        last_seen=float(roll["last"]),
+    )
