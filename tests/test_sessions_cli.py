@@ -92,6 +92,15 @@ def test_sessions_show_and_export_read_what_the_proxy_served(
     assert PLANTED not in text and KEY not in text and "[REDACTED]" in text
     assert [s.name for s in case.summaries] == ["proxy"]
     assert KEY not in db.read_bytes().decode("latin-1")
+    # The exported case is a dataset `summarizer eval` scores, the proxy's own summary included.
+    scored = run("eval", str(out), "--out", str(tmp_path / "eval"), "-s", "given,truncate")
+    assert scored.exit_code == 0, scored.output
+    results = [
+        json.loads(line) for line in (tmp_path / "eval" / "results.jsonl").read_text().splitlines()
+    ]
+    assert {r["strategy"] for r in results} == {"given", "truncate"}
+    given = next(r for r in results if r["strategy"] == "given")
+    assert given.get("error") is None, given
 
 
 def test_without_record_no_conversation_is_kept(start_proxy: ProxyFactory, tmp_path: Path) -> None:
