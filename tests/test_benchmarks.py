@@ -36,6 +36,7 @@ def test_quick_mode_runs_every_section(tmp_path: Path) -> None:
         "## 4. Memory",
         "## 5. Quality",
         "## 7. Proxy overhead by API",
+        "## 8. Compaction latency, ahead of time",
     ):
         assert title in text
     assert "litellm +median ms" in text  # LiteLLM was measured, not skipped
@@ -55,5 +56,5 @@ def test_an_unknown_section_is_refused_before_anything_is_written(
         text=True,
     )
     assert finished.returncode == 2
-    assert "--only takes section numbers from 1 to 7" in finished.stderr
+    assert "--only takes section numbers from 1 to 8" in finished.stderr
     assert not out.exists()

@@ -17,7 +17,7 @@ from summarizer import ContextManager, MemoryStore
 from summarizer.core.checkpoints import Checkpoint
 from summarizer.core.errors import ConfigurationError, StoreUnavailable
 from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.library import manager
+from summarizer.library import shared_calibration
 from summarizer.stores import RedisStore, SQLiteStore, Store
 
 from .test_memory_bounds import CONFIG, session
@@ -51,7 +51,7 @@ def two_stores(store_spec: str, request: pytest.FixtureRequest) -> Iterator[tupl
 def test_one_replicas_usage_calibrates_the_others_estimates(
     two_stores: tuple[Store, Store], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(manager, "CALIBRATION_REFRESH_S", 0.2)
+    monkeypatch.setattr(shared_calibration, "CALIBRATION_REFRESH_S", 0.2)
     a = ContextManager(store=two_stores[0], **CONFIG)
     b = ContextManager(store=two_stores[1], **CONFIG)
     messages = session(1)[:5]

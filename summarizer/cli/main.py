@@ -247,6 +247,15 @@ def serve(
     target_ratio: Annotated[
         float | None, typer.Option(help="Compact down to this share of the window. (default: 0.4)")
     ] = None,
+    prepare_ratio: Annotated[
+        float | None,
+        typer.Option(
+            help="Ahead-of-time compaction: above this share of the window (between the target "
+            "and the trigger, e.g. 0.6) the summary is written in the background while requests "
+            "go out as they are, and the request that crosses the trigger uses it instead of "
+            "waiting for the model. (default: off)"
+        ),
+    ] = None,
     keep_recent_tokens: Annotated[
         int | None,
         typer.Option(help="Recent tokens kept verbatim. (default: as many as fit the target)"),
@@ -384,6 +393,7 @@ def serve(
             context_window=context_window,
             trigger_ratio=trigger_ratio,
             target_ratio=target_ratio,
+            prepare_ratio=prepare_ratio,
             keep_recent_tokens=keep_recent_tokens,
             max_summary_tokens=max_summary_tokens,
             summary_cap_field=summary_cap_field,

@@ -202,6 +202,8 @@ def _print_view(view: SessionView) -> None:
     for number, compaction in enumerate(view.compactions, start=1):
         score = "n/a" if compaction.score is None else f"{compaction.score:.2f}"
         latency = "" if compaction.latency_s is None else f", {compaction.latency_s:.1f} s"
+        if compaction.ahead:
+            latency += " waited: drafted ahead of time"
         typer.echo("")
         typer.echo(
             f"compaction {number} at {_when(compaction.created_at)} UTC ({compaction.trigger}"

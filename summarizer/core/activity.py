@@ -50,6 +50,9 @@ class RequestRecord(BaseModel):
     """Seconds from arrival to the end of the answer, compaction included."""
     compaction_s: float | None = None
     """Seconds this request's compaction took (None: it did not compact)."""
+    ahead: bool = False
+    """Whether that compaction adopted summaries drafted ahead of time (``compaction_s`` is
+    then only what the request waited)."""
 
 
 class SessionRow(BaseModel):

@@ -128,6 +128,12 @@ class CompactionConfig(ConfigurationModel):
     """Compact when the request would exceed this share of the usable window."""
     target_ratio: float = Field(default=0.4, gt=0, le=1)
     """A compaction must bring the request under this share of the usable window."""
+    prepare_ratio: float | None = Field(default=None, gt=0, lt=1)
+    """Ahead-of-time compaction: above this share of the usable window (and below the
+    trigger), the summaries are written in the background while the request goes out as it
+    is; the request that crosses the trigger adopts them instead of waiting for the model.
+    None (the default): compactions happen when the trigger is crossed, as that request
+    waits. Must lie between ``target_ratio`` and ``trigger_ratio``."""
     keep_recent_tokens: int | None = Field(default=None, ge=0)
     """Newest units kept verbatim, up to this many tokens; default: as many as fit under the
     target beside the kept parts and the summary."""
@@ -182,6 +188,13 @@ class CompactionConfig(ConfigurationModel):
                 f"target_ratio ({self.target_ratio}) must be below trigger_ratio "
                 f"({self.trigger_ratio}): a compaction has to leave room before the next one"
             )
+        if self.prepare_ratio is not None and not (
+            self.target_ratio < self.prepare_ratio < self.trigger_ratio
+        ):
+            raise ValueError(
+                f"prepare_ratio ({self.prepare_ratio}) must lie between target_ratio "
+                f"({self.target_ratio}) and trigger_ratio ({self.trigger_ratio})"
+            )
         return self
 
 
@@ -194,6 +207,8 @@ class Budget(BaseModel):
     reserve_output_tokens: int
     trigger_tokens: int
     target_tokens: int
+    prepare_tokens: int | None = None
+    """Above this, a compaction is drafted in the background (None: never ahead of time)."""
 
     @property
     def usable(self) -> int:
@@ -207,7 +222,12 @@ class Budget(BaseModel):
             return self
         trigger = max(1, trigger)
         target = min(self.target_tokens, self.target_tokens * trigger // self.trigger_tokens)
-        return self.model_copy(update={"trigger_tokens": trigger, "target_tokens": target})
+        prepare = self.prepare_tokens
+        if prepare is not None:
+            prepare = min(prepare, prepare * trigger // self.trigger_tokens)
+        return self.model_copy(
+            update={"trigger_tokens": trigger, "target_tokens": target, "prepare_tokens": prepare}
+        )
 
 
 def summary_cap_key(config: CompactionConfig, request: Mapping[str, Any]) -> str:
@@ -258,6 +278,9 @@ def resolve_budget(
         reserve_output_tokens=reserve,
         trigger_tokens=int(usable * config.trigger_ratio),
         target_tokens=int(usable * config.target_ratio),
+        prepare_tokens=(
+            int(usable * config.prepare_ratio) if config.prepare_ratio is not None else None
+        ),
     )
     return budget if compact_threshold is None else budget.lowered_to(compact_threshold)
 

@@ -36,7 +36,7 @@ from .caches import ChainCache
 from .config import CompactionConfig, turn_budget
 from .effects import Effects, FindCheckpoint, Found, RecordUsage, SaveCheckpoint, Saved, Turn
 from .errors import BudgetExceeded, SummaryFailed
-from .located import Located, SessionMemo, extends, view_of
+from .located import Draft, Located, SessionMemo, extends, view_of
 from .messages import Message, validate_messages
 from .planner import MaskPlan, Plan, plan_compaction, plan_masking
 from .prompt_set import PromptSet
@@ -196,6 +196,14 @@ class ContextEngine:
         """Whether the located request is over the trigger."""
         return located.calibrated_tokens > located.budget.trigger_tokens
 
+    def worth_drafting(self, located: Located) -> bool:
+        """Whether a compaction of the located request should be drafted ahead of time: it is
+        over the prepare threshold and still fits the window as it is."""
+        prepare = located.budget.prepare_tokens
+        return prepare is not None and prepare < located.calibrated_tokens <= (
+            located.budget.usable
+        )
+
     def unchanged(self, located: Located) -> PrepareResult:
         """The result for a request sent as its view, with no new compaction."""
         return PrepareResult(
@@ -212,10 +220,68 @@ class ContextEngine:
         """Compact ``located`` (under ``hybrid``, masking first: see the module docstring):
         yields summary calls and the checkpoint to save, returns what to send."""
         started = time.monotonic()
+        drafted = yield from self._draft(located, trigger=trigger, started=started)
+        if isinstance(drafted, PrepareResult):
+            return drafted
+        return (yield from self._commit(located, drafted, trigger=trigger, started=started))
+
+    def ahead(self, located: Located) -> Effects[Draft | None]:
+        """A compaction of ``located`` drafted ahead of time (the request is over the prepare
+        threshold): summaries written, checkpoint built, nothing saved. Its target is lowered by
+        the growth still to come before the trigger, so once adopted there the request lands
+        near the usual target. None when there is nothing to compact or the summaries failed."""
+        budget = located.budget
+        growth = max(0, budget.trigger_tokens - located.calibrated_tokens)
+        target = max(budget.target_tokens // 2, budget.target_tokens - growth)
+        drafted = yield from self._draft(
+            located, trigger="threshold", started=time.monotonic(), target=target, quiet=True
+        )
+        return drafted if isinstance(drafted, Draft) else None
+
+    def adopt(
+        self, located: Located, draft: Draft, *, waited_s: float = 0.0
+    ) -> Effects[PrepareResult | None]:
+        """Save and use ``draft`` for ``located`` (a later request of its conversation); None,
+        with nothing saved, when the draft is stale (the conversation no longer begins with the
+        one it was drafted from, or another checkpoint was written for it since) or when the
+        rewrite would not fit the window."""
+        checkpoint = draft.checkpoint
+        parent = located.checkpoint.id if located.checkpoint is not None else None
+        if not extends(located.chain, checkpoint) or parent != draft.parent_id:
+            return None
+        view = view_of(located.messages, located.digests, checkpoint, located.counter)
+        raw_tokens = located.fixed_tokens + sum(item.tokens for item in view)
+        calibrated = self.calibration.apply(located.model, raw_tokens, located.namespace)
+        if calibrated > located.budget.usable:
+            return None
+        checkpoint = checkpoint.model_copy(
+            update={"tokens_before": located.calibrated_tokens, "tokens_after": calibrated}
+        )
+        adopted = replace(draft, checkpoint=checkpoint, view=view, raw_tokens=raw_tokens)
+        started = time.monotonic() - waited_s
+        return (
+            yield from self._commit(
+                located, adopted, trigger="threshold", started=started, ahead=True
+            )
+        )
+
+    def _draft(
+        self,
+        located: Located,
+        *,
+        trigger: Trigger,
+        started: float,
+        target: int | None = None,
+        quiet: bool = False,
+    ) -> Effects[Draft | PrepareResult]:
+        """Everything of a compaction but saving it: the checkpoint and the view it gives, or
+        the result to send when there is nothing to do (or the summaries failed and the request
+        still fits). ``target`` overrides the budget's; ``quiet``: no event for a failure."""
         config = self.config
         budget = located.budget
         ratio = self.calibration.ratio(located.model, located.namespace)
-        limit, trigger_tokens, target = budget.usable, budget.trigger_tokens, budget.target_tokens
+        limit, trigger_tokens = budget.usable, budget.trigger_tokens
+        target = budget.target_tokens if target is None else target
         window: int | None = budget.context_window
         if trigger == "context_length_exceeded":
             # The provider refused what we counted as fitting: the real window is smaller than
@@ -249,10 +315,12 @@ class ContextEngine:
             )
         failures = [s.slot.failure for s in summaries if s.slot.failure]
         if failures:
-            if config.on_failure == "raise":
+            if config.on_failure == "raise" and not quiet:
                 raise SummaryFailed(f"summarization failed: {failures[0]}")
             # After context_length_exceeded the upstream has said it does not fit.
-            if trigger == "threshold" and located.calibrated_tokens <= budget.usable:
+            if quiet or (trigger == "threshold" and located.calibrated_tokens <= budget.usable):
+                if quiet:
+                    return self.unchanged(located)
                 logger.warning(
                     "summary failed (%s); request sent unchanged since it still fits", failures[0]
                 )
@@ -298,7 +366,27 @@ class ContextEngine:
                 budget_tokens=limit,
                 detail="the compacted request would not leave room for the reply",
             )
-        checkpoint = checkpoint.model_copy(update={"tokens_after": tokens_after})
+        return Draft(
+            checkpoint=checkpoint.model_copy(update={"tokens_after": tokens_after}),
+            parent_id=located.checkpoint.id if located.checkpoint is not None else None,
+            summaries=summaries,
+            plan=plan,
+            masking=masking,
+            view=new_view,
+            raw_tokens=tokens_after_raw,
+        )
+
+    def _commit(
+        self,
+        located: Located,
+        draft: Draft,
+        *,
+        trigger: Trigger,
+        started: float,
+        ahead: bool = False,
+    ) -> Effects[PrepareResult]:
+        """Save ``draft``'s checkpoint, remember it, say so, and return what to send."""
+        checkpoint = draft.checkpoint
         saved: Saved = yield SaveCheckpoint(checkpoint)
         memo = SessionMemo(
             checkpoint, checkpoint.basis_count, checkpoint.basis_hash, saved.generation
@@ -307,24 +395,26 @@ class ContextEngine:
         event = compaction_event(
             located,
             checkpoint,
-            summaries,
-            plan,
+            draft.summaries,
+            draft.plan,
             trigger=trigger,
             latency_s=time.monotonic() - started,
-            policy=config.policy,
-            masking=masking,
+            policy=self.config.policy,
+            masking=draft.masking,
         )
+        if ahead:
+            event = event.model_copy(update={"ahead_of_time": True})
         log_compaction(event)
         if self.on_compaction is not None:
             self.on_compaction(event)
         return PrepareResult(
-            messages=[item.message for item in new_view],
+            messages=[item.message for item in draft.view],
             compacted=True,
             rewritten=True,
             session=located.session,
             namespace=located.namespace,
             checkpoint_id=checkpoint.id,
-            report=located.report(tokens_after_raw, tokens_after),
+            report=located.report(draft.raw_tokens, checkpoint.tokens_after),
             event=event,
         )
 

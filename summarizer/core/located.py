@@ -51,6 +51,25 @@ class Located:
         )
 
 
+@dataclass(frozen=True)
+class Draft:
+    """A compaction written but not saved: its checkpoint (``tokens_after`` as drafted), the
+    view it gives the conversation it was drafted from, and what made it."""
+
+    checkpoint: Checkpoint
+    parent_id: str | None
+    """The checkpoint the drafted-from request stood on: a draft applies only on the same."""
+    summaries: Sequence[Any]
+    """The ``RunSummary`` of each new summary."""
+    plan: Any
+    """The ``Plan`` it followed."""
+    masking: Any
+    """What the ``hybrid`` policy masked first (a ``MaskPlan``)."""
+    view: list[ViewItem]
+    raw_tokens: int
+    """The counted (uncalibrated) size of ``view``."""
+
+
 @dataclass(frozen=True, slots=True)
 class SessionMemo:
     """What the engine last learned of a session's checkpoints."""

@@ -93,6 +93,9 @@ class CompactionEvent(BaseModel):
     summary was asked for: ``verdicts`` is empty and ``summary`` is ``""``."""
     masked_tokens: int = 0
     """Tokens (as counted, before calibration) those masks saved."""
+    ahead_of_time: bool = False
+    """Whether its summaries were written ahead of the trigger, in the background, and the
+    request that crossed the trigger only adopted them (``latency_s`` is then its wait)."""
     applied: bool = True
     """False when every summary failed while the request still fit: it went out unchanged, no
     checkpoint was written (``checkpoint_id`` and ``summary`` are empty, ``tokens_after`` is

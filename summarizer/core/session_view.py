@@ -46,6 +46,8 @@ class CompactionView(BaseModel):
     reported_tokens_after: int | None = None
     latency_s: float | None = None
     """Seconds the compaction took, from the request that made it (when logged)."""
+    ahead: bool = False
+    """Whether its summaries were drafted ahead of time (``latency_s``: the request's wait)."""
     score: float | None = None
     failure: str | None = None
     summaries: list[SummaryView]
@@ -76,6 +78,7 @@ def session_view(
     recording."""
     rows = roll_up(requests)
     latency = {r.checkpoint_id: r.compaction_s for r in requests if r.compacted}
+    ahead = {r.checkpoint_id for r in requests if r.compacted and r.ahead}
     messages = recording.messages if recording is not None else None
     compactions = []
     seen: set[tuple[int, int, str]] = set()
@@ -94,6 +97,7 @@ def session_view(
                 reported_tokens_before=checkpoint.reported_tokens_before,
                 reported_tokens_after=checkpoint.reported_tokens_after,
                 latency_s=latency.get(checkpoint.id),
+                ahead=checkpoint.id in ahead,
                 score=checkpoint.score,
                 failure=checkpoint.failure,
                 summaries=[_summary_view(slot, messages) for slot in new],

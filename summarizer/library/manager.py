@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from typing import Any
@@ -33,10 +31,12 @@ from ..core.results import CompactionEvent, PrepareResult, Trigger
 from ..core.tokens import Calibration
 from ..stores import Store, open_store
 from ..stores.effects import perform_store
+from .ahead import Drafts
 from .drive import drive_async, drive_sync
 from .effects import AsyncPerformer, AsyncSummarizer, Performer, SyncSummarizer
 from .engines import engine_for
 from .sessions import LEASE_POLL_S, LEASE_TTL_S, Lease, SessionLocks
+from .shared_calibration import SharedCalibration
 from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 
 __all__ = ["AsyncSummarizer", "ContextManager", "SyncSummarizer"]
@@ -44,11 +44,6 @@ __all__ = ["AsyncSummarizer", "ContextManager", "SyncSummarizer"]
 logger = logging.getLogger("summarizer")
 
 CompactionHook = Callable[[CompactionEvent], None]
-
-CALIBRATION_REFRESH_S = 1.0
-"""How old this process's copy of a (namespace, model)'s shared calibration may get before a
-request reads the store's again (what other processes sharing the store observed)."""
-_MAX_REFRESH_MARKS = 4096
 
 
 class ContextManager:
@@ -74,6 +69,7 @@ class ContextManager:
         summarizer: SyncSummarizer | None = None,
         config: CompactionConfig | None = None,
         lease_ttl_s: float = LEASE_TTL_S,
+        on_ahead: Callable[[str], None] | None = None,
         **fields: Any,
     ) -> None:
         """The configuration is ``config`` or its fields as keywords, not both; an invalid one
@@ -108,8 +104,9 @@ class ContextManager:
         elif isinstance(client, openai.OpenAI) and summarizer is None:
             self._sync = OpenAISummaryClient(client)
         self._locks = SessionLocks()
-        self._calibration_read: OrderedDict[tuple[str, str], float] = OrderedDict()
-        self._calibration_lock = threading.Lock()
+        self.shared_calibration = SharedCalibration(self.store, self.engine.calibration)
+        self.drafts = Drafts(self.engine, self.store, on_outcome=on_ahead)
+        """Compactions drafted ahead of time (``prepare_ratio``; see ``library.ahead``)."""
 
     # -- the whole turn -----------------------------------------------------------------------
 
@@ -171,7 +168,7 @@ class ContextManager:
     def locate(self, turn: Turn) -> Located:
         """``turn`` resolved against the stored checkpoints: its view and its size (estimated
         with the store's shared calibration)."""
-        self._refresh_calibration(turn.namespace, turn.model)
+        self.shared_calibration.refresh(turn.namespace, turn.model)
         return drive_sync(self.engine.locate(turn), self._store_effect)
 
     async def alocate(self, turn: Turn) -> Located:
@@ -196,7 +193,15 @@ class ContextManager:
         ``force``d), else a compaction, one per session at a time across threads and processes
         sharing the store."""
         if force is None and (done := self.ready(located)) is not None:
+            self.drafts.start(located, summarizer or self._sync)
             return done
+        draft, waited = None, 0.0
+        if force is None:
+            self.drafts.start(located, summarizer or self._sync)
+            if (pending := self.drafts.pending(located)) is not None:
+                if isinstance(pending, PrepareResult):
+                    return pending  # over the trigger but fits: its draft is on the way
+                draft, waited = self.drafts.wait(pending)
         perform = Performer(self.store, summarizer or self._sync)
         with self._locks.thread_lock(located.namespace, located.session):
             while True:  # again only when the lease was lost (taken over) mid-compaction
@@ -216,6 +221,11 @@ class ContextManager:
                     located = drive_sync(self.engine.refresh(located), perform)
                     if force is None and (done := self.ready(located)) is not None:
                         return done
+                    if draft is not None:
+                        adopt, draft = self.engine.adopt(located, draft, waited_s=waited), None
+                        if (done := self.drafts.adopted(drive_sync(adopt, perform))) is not None:
+                            return done
+                        located = drive_sync(self.engine.refresh(located), perform)
                     steps = self.engine.steps(located, trigger=force or "threshold")
                     return drive_sync(steps, perform)
                 except LeaseLost:
@@ -234,7 +244,15 @@ class ContextManager:
         """The async twin of ``compact``: storage and the engine's CPU work run in worker
         threads, summary calls on the event loop."""
         if force is None and (done := self.ready(located)) is not None:
+            self.drafts.astart(located, summarizer or self._async)
             return done
+        draft, waited = None, 0.0
+        if force is None:
+            self.drafts.astart(located, summarizer or self._async)
+            if (pending := self.drafts.pending(located)) is not None:
+                if isinstance(pending, PrepareResult):
+                    return pending  # over the trigger but fits: its draft is on the way
+                draft, waited = await self.drafts.await_(pending)
         perform = AsyncPerformer(self.store, summarizer or self._async)
         async with self._locks.task_lock(located.namespace, located.session):
             while True:  # again only when the lease was lost (taken over) mid-compaction
@@ -256,6 +274,13 @@ class ContextManager:
                     located = await drive_async(refresh, perform, offload=True)
                     if force is None and (done := self.ready(located)) is not None:
                         return done
+                    if draft is not None:
+                        adopt, draft = self.engine.adopt(located, draft, waited_s=waited), None
+                        adopted = await drive_async(adopt, perform, offload=True)
+                        if (done := self.drafts.adopted(adopted)) is not None:
+                            return done
+                        refresh = self.engine.refresh(located)
+                        located = await drive_async(refresh, perform, offload=True)
                     steps = self.engine.steps(located, trigger=force or "threshold")
                     return await drive_async(steps, perform, offload=True)
                 except LeaseLost:
@@ -263,6 +288,21 @@ class ContextManager:
                 finally:
                     perform.lease = None
                     await asyncio.to_thread(lease.release)
+
+    # -- ahead of time (``prepare_ratio``) ---------------------------------------------------
+
+    def should_draft(self, located: Located) -> bool:
+        """Whether a compaction of ``located`` should be drafted ahead of time now."""
+        return self.drafts.should_draft(located)
+
+    def ahead(self, located: Located, *, summarizer: SyncSummarizer | None = None) -> None:
+        """Start drafting ``located``'s compaction on a worker thread when it is over the
+        prepare threshold and its session drafts nothing yet (see ``library.ahead``)."""
+        self.drafts.start(located, summarizer or self._sync)
+
+    def aahead(self, located: Located, *, summarizer: AsyncSummarizer | None = None) -> None:
+        """``ahead`` for async callers: the draft is a task on the running event loop."""
+        self.drafts.astart(located, summarizer or self._async)
 
     # -- feedback -----------------------------------------------------------------------------
 
@@ -276,7 +316,7 @@ class ContextManager:
         prompt_tokens = _prompt_tokens(usage)
         record = self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
         try:
-            self._share_observation(result, model, prompt_tokens)
+            self.shared_calibration.share(result, model, prompt_tokens)
             if record is not None:
                 perform_store(self.store, record)
         except StoreUnavailable as exc:
@@ -288,7 +328,7 @@ class ContextManager:
         record = self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
 
         def write() -> None:
-            self._share_observation(result, model, prompt_tokens)
+            self.shared_calibration.share(result, model, prompt_tokens)
             if record is not None:
                 perform_store(self.store, record)
 
@@ -298,53 +338,12 @@ class ContextManager:
             logger.warning("usage not recorded in the store: %s", exc)
 
     def close(self) -> None:
-        """Close the store."""
+        """Cancel drafts under way and close the store."""
+        self.drafts.close()
         self.store.close()
 
     def _store_effect(self, effect: Any) -> Any:
         return perform_store(self.store, effect)
-
-    # -- shared calibration -------------------------------------------------------------------
-
-    def _share_observation(
-        self, result: PrepareResult, model: str, prompt_tokens: int | None
-    ) -> None:
-        """Fold what ``engine.observe`` just learned into the store's sums, and take the
-        store's result (which includes every other process's observations) as ours."""
-        calibration = self.engine.calibration
-        estimated = result.report.raw_estimated_tokens
-        observation = calibration.observation(estimated=estimated, reported=prompt_tokens or 0)
-        if observation is None:
-            return
-        sums = self.store.fold_calibration(
-            result.namespace,
-            model,
-            reported=observation[0],
-            estimated=observation[1],
-            alpha=calibration.alpha,
-        )
-        calibration.load(model, sums, result.namespace)
-        self._mark_calibration_read(result.namespace, model, time.monotonic())
-
-    def _refresh_calibration(self, namespace: str, model: str) -> None:
-        """Read the store's sums for ``(namespace, model)`` when ours are older than
-        ``CALIBRATION_REFRESH_S``."""
-        now = time.monotonic()
-        with self._calibration_lock:
-            read_at = self._calibration_read.get((namespace, model))
-        if read_at is not None and now - read_at < CALIBRATION_REFRESH_S:
-            return
-        sums = self.store.read_calibration(namespace, model)
-        if sums is not None:
-            self.engine.calibration.load(model, sums, namespace)
-        self._mark_calibration_read(namespace, model, now)
-
-    def _mark_calibration_read(self, namespace: str, model: str, at: float) -> None:
-        with self._calibration_lock:
-            self._calibration_read[(namespace, model)] = at
-            self._calibration_read.move_to_end((namespace, model))
-            while len(self._calibration_read) > _MAX_REFRESH_MARKS:
-                self._calibration_read.popitem(last=False)
 
 
 def _log_lease_lost(located: Located) -> None:

@@ -121,6 +121,9 @@ class ChatContext:
         except StoreUnavailable as exc:
             return _store_down(exc)
         self.result = context.ready(self.located)
+        if self.result is not None and context.should_draft(self.located):
+            summarizer = self._counted(self.chat.summarizer(self.state, self.route))
+            context.aahead(self.located, summarizer=summarizer)
         return None
 
     async def compact(self, force: Trigger | None = None) -> Response | None:

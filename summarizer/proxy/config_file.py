@@ -31,6 +31,7 @@ MODEL_COMPACTION_FIELDS = (
     "reserve_output_tokens",
     "trigger_ratio",
     "target_ratio",
+    "prepare_ratio",
     "keep_recent_tokens",
     "max_summary_tokens",
     "summary_cap_field",
@@ -77,6 +78,7 @@ class ModelEntry(ConfigurationModel):
     reserve_output_tokens: int | None = Field(default=None, ge=0)
     trigger_ratio: float | None = Field(default=None, gt=0, le=1)
     target_ratio: float | None = Field(default=None, gt=0, le=1)
+    prepare_ratio: float | None = Field(default=None, gt=0, lt=1)
     keep_recent_tokens: int | None = Field(default=None, ge=0)
     max_summary_tokens: int | None = Field(default=None, gt=0)
     summary_cap_field: SummaryCapField | None = None

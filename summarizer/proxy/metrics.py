@@ -113,6 +113,16 @@ class ProxyMetrics:
             "the upstream's /messages/count_tokens (and calibrated by it).",
             registry=r,
         )
+        self.ahead = Counter(
+            "summarizer_ahead_compactions",
+            "Compactions drafted ahead of time (--prepare-ratio), by what became of them: "
+            "'started', 'adopted' (a request over the trigger used it), 'deferred' (one that "
+            "still fit went out as it was while the draft was written), 'waited' (one that did "
+            "not fit waited for it), 'stale' (the conversation moved elsewhere: dropped), "
+            "'failed', 'busy' (not started: too many under way).",
+            ["outcome"],
+            registry=r,
+        )
         self.overhead = Histogram(
             "summarizer_proxy_overhead_seconds",
             "Time the proxy adds to a chat request, upstream time and compactions excluded.",

@@ -28,6 +28,7 @@ COMPACTION_SETTINGS = (
     "context_window",
     "trigger_ratio",
     "target_ratio",
+    "prepare_ratio",
     "keep_recent_tokens",
     "max_summary_tokens",
     "summary_cap_field",

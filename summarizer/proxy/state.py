@@ -56,6 +56,7 @@ class ProxyState:
                 on_compaction=self._record_compaction,
                 config=config,
                 lease_ttl_s=settings.lease_ttl,
+                on_ahead=lambda outcome: self.metrics.ahead.labels(outcome).inc(),
             ),
         )
         self.context = self.routes.default.context
