@@ -33,36 +33,16 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .caches import ChainCache
+from .compaction import commit_draft, draft_compaction
 from .config import CompactionConfig, turn_budget
-from .effects import Effects, FindCheckpoint, Found, RecordUsage, SaveCheckpoint, Saved, Turn
-from .errors import BudgetExceeded, SummaryFailed
+from .effects import Effects, FindCheckpoint, Found, RecordUsage, Turn
 from .located import Draft, Located, SessionMemo, extends, view_of
 from .messages import Message, validate_messages
-from .planner import MaskPlan, Plan, plan_compaction, plan_masking
 from .prompt_set import PromptSet
-from .records import (
-    abandoned_event,
-    build_checkpoint,
-    calibrated_refusal,
-    compaction_event,
-    cut_final_turn,
-    log_compaction,
-)
 from .results import CompactionEvent, PrepareResult, Trigger
-from .runs import summarize_runs
-from .summaries import FRAME_TOKENS, RunSummary
 from .tokens import REPLY_PRIMING_TOKENS, Calibration, TokenCounter
 
 logger = logging.getLogger("summarizer")
-
-MIN_SUMMARY_CAP = 256
-"""The smallest completion cap a summary is asked for when the window is tight."""
-MIN_LEDGER_TOKENS = 64
-"""The smallest fact ledger kept beside a summary when the window is tight."""
-LAST_RESORT_SUMMARY_CAP = 96
-"""The cap of a summary (with no ledger) when only that keeps a request inside the window."""
-OVERFLOW_MARGIN = 0.85
-"""After the provider refused a request as too long, the retry must fit in this share of it."""
 
 
 class ContextEngine:
@@ -128,7 +108,7 @@ class ContextEngine:
         if found.checkpoint is not None and extends(chain, found.checkpoint):
             best = found.checkpoint  # a store must never return another conversation's
         if chain:
-            self._remember(
+            self.remember(
                 turn.namespace, session, SessionMemo(best, len(chain), chain[-1], found.generation)
             )
         view = view_of(raw, digests, best, counter)
@@ -170,7 +150,7 @@ class ContextEngine:
         if checkpoint is None or not extends(located.chain, checkpoint):
             return replace(located, generation=found.generation)
         memo = SessionMemo(checkpoint, len(located.chain), located.chain[-1], found.generation)
-        self._remember(located.namespace, located.session, memo)
+        self.remember(located.namespace, located.session, memo)
         view = view_of(located.messages, located.digests, checkpoint, located.counter)
         raw_tokens = located.fixed_tokens + sum(item.tokens for item in view)
         calibrated = self.calibration.apply(located.model, raw_tokens, located.namespace)
@@ -183,7 +163,8 @@ class ContextEngine:
             generation=found.generation,
         )
 
-    def _remember(self, namespace: str, session: str, memo: SessionMemo) -> None:
+    def remember(self, namespace: str, session: str, memo: SessionMemo) -> None:
+        """Keep ``memo`` as what the engine last learned of the session."""
         with self._latest_lock:
             self._latest[(namespace, session)] = memo
             self._latest.move_to_end((namespace, session))
@@ -220,10 +201,10 @@ class ContextEngine:
         """Compact ``located`` (under ``hybrid``, masking first: see the module docstring):
         yields summary calls and the checkpoint to save, returns what to send."""
         started = time.monotonic()
-        drafted = yield from self._draft(located, trigger=trigger, started=started)
+        drafted = yield from draft_compaction(self, located, trigger=trigger, started=started)
         if isinstance(drafted, PrepareResult):
             return drafted
-        return (yield from self._commit(located, drafted, trigger=trigger, started=started))
+        return (yield from commit_draft(self, located, drafted, trigger=trigger, started=started))
 
     def ahead(self, located: Located) -> Effects[Draft | None]:
         """A compaction of ``located`` drafted ahead of time (the request is over the prepare
@@ -233,8 +214,8 @@ class ContextEngine:
         budget = located.budget
         growth = max(0, budget.trigger_tokens - located.calibrated_tokens)
         target = max(budget.target_tokens // 2, budget.target_tokens - growth)
-        drafted = yield from self._draft(
-            located, trigger="threshold", started=time.monotonic(), target=target, quiet=True
+        drafted = yield from draft_compaction(
+            self, located, trigger="threshold", started=time.monotonic(), target=target, quiet=True
         )
         return drafted if isinstance(drafted, Draft) else None
 
@@ -260,208 +241,10 @@ class ContextEngine:
         adopted = replace(draft, checkpoint=checkpoint, view=view, raw_tokens=raw_tokens)
         started = time.monotonic() - waited_s
         return (
-            yield from self._commit(
-                located, adopted, trigger="threshold", started=started, ahead=True
+            yield from commit_draft(
+                self, located, adopted, trigger="threshold", started=started, ahead=True
             )
         )
-
-    def _draft(
-        self,
-        located: Located,
-        *,
-        trigger: Trigger,
-        started: float,
-        target: int | None = None,
-        quiet: bool = False,
-    ) -> Effects[Draft | PrepareResult]:
-        """Everything of a compaction but saving it: the checkpoint and the view it gives, or
-        the result to send when there is nothing to do (or the summaries failed and the request
-        still fits). ``target`` overrides the budget's; ``quiet``: no event for a failure."""
-        config = self.config
-        budget = located.budget
-        ratio = self.calibration.ratio(located.model, located.namespace)
-        limit, trigger_tokens = budget.usable, budget.trigger_tokens
-        target = budget.target_tokens if target is None else target
-        window: int | None = budget.context_window
-        if trigger == "context_length_exceeded":
-            # The provider refused what we counted as fitting: the real window is smaller than
-            # our figures say, by an unknown amount.
-            limit = min(limit, int(located.calibrated_tokens * OVERFLOW_MARGIN))
-            trigger_tokens, target, window = (
-                min(trigger_tokens, limit),
-                min(target, limit // 2),
-                None,
-            )
-        masking = MaskPlan()
-        planned = located  # the view the compaction works on: masked first under ``hybrid``
-        if config.policy == "hybrid":
-            masking = self._mask(located, target=int(target / ratio))
-            if masking.masks:
-                planned = replace(located, view=masking.view)
-        summaries: list[RunSummary] = []
-        if masking.fits and not masking.masks:
-            return self.unchanged(located)  # under the target already: nothing to do
-        if masking.fits:
-            plan = Plan(runs=[], tail_start=len(planned.view), summary_tokens=0)
-        else:
-            plan = self._plan(planned, ratio, limit, trigger_tokens, target)
-            nothing = not plan.runs and not plan.overrides and not plan.final_cuts
-            if nothing and not masking.masks:
-                return self.unchanged(located)  # nothing to compact; it fits as it is
-            # The runs are planned on the masked view, but summarized from the live one: the
-            # summary request stays a prefix of the last request, and sees what was just masked.
-            summaries = yield from summarize_runs(
-                located, plan, config=config, prompts=self.prompts, ratio=ratio, window=window
-            )
-        failures = [s.slot.failure for s in summaries if s.slot.failure]
-        if failures:
-            if config.on_failure == "raise" and not quiet:
-                raise SummaryFailed(f"summarization failed: {failures[0]}")
-            # After context_length_exceeded the upstream has said it does not fit.
-            if quiet or (trigger == "threshold" and located.calibrated_tokens <= budget.usable):
-                if quiet:
-                    return self.unchanged(located)
-                logger.warning(
-                    "summary failed (%s); request sent unchanged since it still fits", failures[0]
-                )
-                if self.on_compaction is not None:
-                    self.on_compaction(
-                        abandoned_event(
-                            located,
-                            summaries,
-                            failure=failures[0],
-                            trigger=trigger,
-                            latency_s=time.monotonic() - started,
-                            policy=config.policy,
-                        )
-                    )
-                return self.unchanged(located)
-        checkpoint = build_checkpoint(
-            planned,
-            plan,
-            summaries,
-            trigger=trigger,
-            summary_model=config.summary_model,
-            masks=masking.masks,
-        )
-        new_view = view_of(located.messages, located.digests, checkpoint, located.counter)
-        tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
-        if plan.final_cuts and tokens_after_raw > int(limit / ratio):
-            # Only now is the summaries' real size known: cut the final turn as far as needed.
-            checkpoint = cut_final_turn(
-                planned,
-                plan,
-                checkpoint,
-                new_view,
-                size=tokens_after_raw,
-                limit=int(limit / ratio),
-                marker=self.prompts.truncated_output,
-            )
-            new_view = view_of(located.messages, located.digests, checkpoint, located.counter)
-            tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
-        tokens_after = self.calibration.apply(located.model, tokens_after_raw, located.namespace)
-        if tokens_after > limit:
-            raise BudgetExceeded(
-                required_tokens=tokens_after,
-                budget_tokens=limit,
-                detail="the compacted request would not leave room for the reply",
-            )
-        return Draft(
-            checkpoint=checkpoint.model_copy(update={"tokens_after": tokens_after}),
-            parent_id=located.checkpoint.id if located.checkpoint is not None else None,
-            summaries=summaries,
-            plan=plan,
-            masking=masking,
-            view=new_view,
-            raw_tokens=tokens_after_raw,
-        )
-
-    def _commit(
-        self,
-        located: Located,
-        draft: Draft,
-        *,
-        trigger: Trigger,
-        started: float,
-        ahead: bool = False,
-    ) -> Effects[PrepareResult]:
-        """Save ``draft``'s checkpoint, remember it, say so, and return what to send."""
-        checkpoint = draft.checkpoint
-        saved: Saved = yield SaveCheckpoint(checkpoint)
-        memo = SessionMemo(
-            checkpoint, checkpoint.basis_count, checkpoint.basis_hash, saved.generation
-        )
-        self._remember(located.namespace, located.session, memo)
-        event = compaction_event(
-            located,
-            checkpoint,
-            draft.summaries,
-            draft.plan,
-            trigger=trigger,
-            latency_s=time.monotonic() - started,
-            policy=self.config.policy,
-            masking=draft.masking,
-        )
-        if ahead:
-            event = event.model_copy(update={"ahead_of_time": True})
-        log_compaction(event)
-        if self.on_compaction is not None:
-            self.on_compaction(event)
-        return PrepareResult(
-            messages=[item.message for item in draft.view],
-            compacted=True,
-            rewritten=True,
-            session=located.session,
-            namespace=located.namespace,
-            checkpoint_id=checkpoint.id,
-            report=located.report(draft.raw_tokens, checkpoint.tokens_after),
-            event=event,
-        )
-
-    def _mask(self, located: Located, *, target: int) -> MaskPlan:
-        """The ``hybrid`` policy's first step: old tool outputs masked toward ``target``
-        (counted tokens)."""
-        counter = located.counter
-
-        def original(index: int) -> int:
-            return counter.count_message(located.messages[index], digest=located.digests[index])
-
-        return plan_masking(
-            located.view,
-            fixed_tokens=located.fixed_tokens,
-            target_tokens=target,
-            keep_turns=self.config.mask_keep_turns,
-            pins=self.config.pin,
-            original_tokens=original,
-            count=counter.count_message,
-            template=self.prompts.masked_output,
-        )
-
-    def _plan(
-        self, located: Located, ratio: float, limit: int, trigger_tokens: int, target: int
-    ) -> Plan:
-        """The compaction of ``located.view`` toward ``target`` (provider tokens), in the
-        window's ``limit``; ``BudgetExceeded`` in provider tokens when nothing fits."""
-        config = self.config
-        cap, ledger_cap = config.max_summary_tokens, config.ledger_max_tokens
-        smallest = min(cap, MIN_SUMMARY_CAP) + min(ledger_cap, MIN_LEDGER_TOKENS) + FRAME_TOKENS
-        try:
-            return plan_compaction(
-                located.view,
-                fixed_tokens=located.fixed_tokens,
-                summary_tokens=cap + ledger_cap + FRAME_TOKENS,
-                min_summary_tokens=smallest,
-                last_resort_summary_tokens=min(cap, LAST_RESORT_SUMMARY_CAP) + FRAME_TOKENS,
-                limit_tokens=int(limit / ratio),
-                trigger_tokens=int(trigger_tokens / ratio),
-                target_tokens=int(target / ratio),
-                keep_recent_tokens=config.keep_recent_tokens,
-                pins=config.pin,
-                count=located.counter.count_message,
-                truncation_marker=self.prompts.truncated_output,
-            )
-        except BudgetExceeded as exc:
-            raise calibrated_refusal(exc, ratio, limit, located.budget) from None
 
     # -- feedback -----------------------------------------------------------------------------
 

@@ -1,0 +1,249 @@
+"""A compaction, in two steps: ``draft_compaction`` (mask, plan, summarize, build the checkpoint
+and the view it gives: everything but saving) and ``commit_draft`` (save it, remember it, say so,
+return what to send). ``ContextEngine.steps`` runs both at once; ahead-of-time compaction drafts
+early and commits when a later request adopts the draft.
+
+Pure, like the engine: generators that yield their effects.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .effects import Effects, SaveCheckpoint, Saved
+from .errors import BudgetExceeded, SummaryFailed
+from .located import Draft, Located, SessionMemo, view_of
+from .planner import MaskPlan, Plan, plan_compaction, plan_masking
+from .records import (
+    abandoned_event,
+    build_checkpoint,
+    calibrated_refusal,
+    compaction_event,
+    cut_final_turn,
+    log_compaction,
+)
+from .results import PrepareResult, Trigger
+from .runs import summarize_runs
+from .summaries import FRAME_TOKENS, RunSummary
+
+if TYPE_CHECKING:
+    from .engine import ContextEngine
+
+logger = logging.getLogger("summarizer")
+
+MIN_SUMMARY_CAP = 256
+"""The smallest completion cap a summary is asked for when the window is tight."""
+MIN_LEDGER_TOKENS = 64
+"""The smallest fact ledger kept beside a summary when the window is tight."""
+LAST_RESORT_SUMMARY_CAP = 96
+"""The cap of a summary (with no ledger) when only that keeps a request inside the window."""
+OVERFLOW_MARGIN = 0.85
+"""After the provider refused a request as too long, the retry must fit in this share of it."""
+
+
+def draft_compaction(
+    engine: ContextEngine,
+    located: Located,
+    *,
+    trigger: Trigger,
+    started: float,
+    target: int | None = None,
+    quiet: bool = False,
+) -> Effects[Draft | PrepareResult]:
+    """Everything of a compaction but saving it: the checkpoint and the view it gives, or
+    the result to send when there is nothing to do (or the summaries failed and the request
+    still fits). ``target`` overrides the budget's; ``quiet``: no event for a failure."""
+    config = engine.config
+    budget = located.budget
+    ratio = engine.calibration.ratio(located.model, located.namespace)
+    limit, trigger_tokens = budget.usable, budget.trigger_tokens
+    target = budget.target_tokens if target is None else target
+    window: int | None = budget.context_window
+    if trigger == "context_length_exceeded":
+        # The provider refused what we counted as fitting: the real window is smaller than
+        # our figures say, by an unknown amount.
+        limit = min(limit, int(located.calibrated_tokens * OVERFLOW_MARGIN))
+        trigger_tokens, target, window = (
+            min(trigger_tokens, limit),
+            min(target, limit // 2),
+            None,
+        )
+    masking = MaskPlan()
+    planned = located  # the view the compaction works on: masked first under ``hybrid``
+    if config.policy == "hybrid":
+        masking = _mask(engine, located, target=int(target / ratio))
+        if masking.masks:
+            planned = replace(located, view=masking.view)
+    summaries: list[RunSummary] = []
+    if masking.fits and not masking.masks:
+        return engine.unchanged(located)  # under the target already: nothing to do
+    if masking.fits:
+        plan = Plan(runs=[], tail_start=len(planned.view), summary_tokens=0)
+    else:
+        plan = _plan(engine, planned, ratio, limit, trigger_tokens, target)
+        nothing = not plan.runs and not plan.overrides and not plan.final_cuts
+        if nothing and not masking.masks:
+            return engine.unchanged(located)  # nothing to compact; it fits as it is
+        # The runs are planned on the masked view, but summarized from the live one: the
+        # summary request stays a prefix of the last request, and sees what was just masked.
+        summaries = yield from summarize_runs(
+            located, plan, config=config, prompts=engine.prompts, ratio=ratio, window=window
+        )
+    failures = [s.slot.failure for s in summaries if s.slot.failure]
+    if failures:
+        if config.on_failure == "raise" and not quiet:
+            raise SummaryFailed(f"summarization failed: {failures[0]}")
+        # After context_length_exceeded the upstream has said it does not fit.
+        if quiet or (trigger == "threshold" and located.calibrated_tokens <= budget.usable):
+            if quiet:
+                return engine.unchanged(located)
+            logger.warning(
+                "summary failed (%s); request sent unchanged since it still fits", failures[0]
+            )
+            if engine.on_compaction is not None:
+                engine.on_compaction(
+                    abandoned_event(
+                        located,
+                        summaries,
+                        failure=failures[0],
+                        trigger=trigger,
+                        latency_s=time.monotonic() - started,
+                        policy=config.policy,
+                    )
+                )
+            return engine.unchanged(located)
+    checkpoint = build_checkpoint(
+        planned,
+        plan,
+        summaries,
+        trigger=trigger,
+        summary_model=config.summary_model,
+        masks=masking.masks,
+    )
+    new_view = view_of(located.messages, located.digests, checkpoint, located.counter)
+    tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
+    if plan.final_cuts and tokens_after_raw > int(limit / ratio):
+        # Only now is the summaries' real size known: cut the final turn as far as needed.
+        checkpoint = cut_final_turn(
+            planned,
+            plan,
+            checkpoint,
+            new_view,
+            size=tokens_after_raw,
+            limit=int(limit / ratio),
+            marker=engine.prompts.truncated_output,
+        )
+        new_view = view_of(located.messages, located.digests, checkpoint, located.counter)
+        tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
+    tokens_after = engine.calibration.apply(located.model, tokens_after_raw, located.namespace)
+    if tokens_after > limit:
+        raise BudgetExceeded(
+            required_tokens=tokens_after,
+            budget_tokens=limit,
+            detail="the compacted request would not leave room for the reply",
+        )
+    return Draft(
+        checkpoint=checkpoint.model_copy(update={"tokens_after": tokens_after}),
+        parent_id=located.checkpoint.id if located.checkpoint is not None else None,
+        summaries=summaries,
+        plan=plan,
+        masking=masking,
+        view=new_view,
+        raw_tokens=tokens_after_raw,
+    )
+
+
+def commit_draft(
+    engine: ContextEngine,
+    located: Located,
+    draft: Draft,
+    *,
+    trigger: Trigger,
+    started: float,
+    ahead: bool = False,
+) -> Effects[PrepareResult]:
+    """Save ``draft``'s checkpoint, remember it, say so, and return what to send."""
+    checkpoint = draft.checkpoint
+    saved: Saved = yield SaveCheckpoint(checkpoint)
+    memo = SessionMemo(checkpoint, checkpoint.basis_count, checkpoint.basis_hash, saved.generation)
+    engine.remember(located.namespace, located.session, memo)
+    event = compaction_event(
+        located,
+        checkpoint,
+        draft.summaries,
+        draft.plan,
+        trigger=trigger,
+        latency_s=time.monotonic() - started,
+        policy=engine.config.policy,
+        masking=draft.masking,
+    )
+    if ahead:
+        event = event.model_copy(update={"ahead_of_time": True})
+    log_compaction(event)
+    if engine.on_compaction is not None:
+        engine.on_compaction(event)
+    return PrepareResult(
+        messages=[item.message for item in draft.view],
+        compacted=True,
+        rewritten=True,
+        session=located.session,
+        namespace=located.namespace,
+        checkpoint_id=checkpoint.id,
+        report=located.report(draft.raw_tokens, checkpoint.tokens_after),
+        event=event,
+    )
+
+
+def _mask(engine: ContextEngine, located: Located, *, target: int) -> MaskPlan:
+    """The ``hybrid`` policy's first step: old tool outputs masked toward ``target``
+    (counted tokens)."""
+    counter = located.counter
+
+    def original(index: int) -> int:
+        return counter.count_message(located.messages[index], digest=located.digests[index])
+
+    return plan_masking(
+        located.view,
+        fixed_tokens=located.fixed_tokens,
+        target_tokens=target,
+        keep_turns=engine.config.mask_keep_turns,
+        pins=engine.config.pin,
+        original_tokens=original,
+        count=counter.count_message,
+        template=engine.prompts.masked_output,
+    )
+
+
+def _plan(
+    engine: ContextEngine,
+    located: Located,
+    ratio: float,
+    limit: int,
+    trigger_tokens: int,
+    target: int,
+) -> Plan:
+    """The compaction of ``located.view`` toward ``target`` (provider tokens), in the
+    window's ``limit``; ``BudgetExceeded`` in provider tokens when nothing fits."""
+    config = engine.config
+    cap, ledger_cap = config.max_summary_tokens, config.ledger_max_tokens
+    smallest = min(cap, MIN_SUMMARY_CAP) + min(ledger_cap, MIN_LEDGER_TOKENS) + FRAME_TOKENS
+    try:
+        return plan_compaction(
+            located.view,
+            fixed_tokens=located.fixed_tokens,
+            summary_tokens=cap + ledger_cap + FRAME_TOKENS,
+            min_summary_tokens=smallest,
+            last_resort_summary_tokens=min(cap, LAST_RESORT_SUMMARY_CAP) + FRAME_TOKENS,
+            limit_tokens=int(limit / ratio),
+            trigger_tokens=int(trigger_tokens / ratio),
+            target_tokens=int(target / ratio),
+            keep_recent_tokens=config.keep_recent_tokens,
+            pins=config.pin,
+            count=located.counter.count_message,
+            truncation_marker=engine.prompts.truncated_output,
+        )
+    except BudgetExceeded as exc:
+        raise calibrated_refusal(exc, ratio, limit, located.budget) from None
