@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import openai
+import pytest
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
@@ -118,3 +119,12 @@ def test_demo_keep_serving_leaves_the_session_to_look_at(tmp_path: Path) -> None
     assert store is not None, stderr
     listed = CliRunner().invoke(app, ["sessions", "--store", store[1], "--json"])
     assert listed.exit_code == 0 and '"requests": 31' in listed.output, listed.output
+
+
+def test_the_banner_keeps_quiet_above_info(capsys: pytest.CaptureFixture[str]) -> None:
+    from summarizer.proxy.banner import print_banner
+
+    print_banner(Settings(log_level="warning"), ["summarizer banner line"])
+    assert "banner line" not in capsys.readouterr().err
+    print_banner(Settings(), ["summarizer banner line"])
+    assert "banner line" in capsys.readouterr().err

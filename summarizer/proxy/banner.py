@@ -113,7 +113,10 @@ def model_lines(settings: Settings) -> list[str]:
 
 
 def print_banner(settings: Settings, lines: Sequence[str]) -> None:
-    """To standard error as it is, or one log line each with JSON logs."""
+    """To standard error as it is, or one log line each with JSON logs; nothing when the log
+    level is above ``info``."""
+    if settings.log_level not in ("info", "debug"):
+        return
     if settings.log_format == "json":
         for line in lines:
             logger.info("startup: %s", line.strip())
