@@ -290,6 +290,15 @@ def serve(
             "(default: responses)"
         ),
     ] = None,
+    fast_path: Annotated[
+        bool | None,
+        typer.Option(
+            "--fast-path/--no-fast-path",
+            help="Read a chat request that extends its conversation's previous body from its "
+            "new bytes only (the same bytes go upstream either way). (default: on)",
+            show_default=False,
+        ),
+    ] = None,
     record: Annotated[
         bool | None,
         typer.Option(
@@ -360,6 +369,7 @@ def serve(
             cache_breakpoints=cache_breakpoints,
             responses_upstream=responses_upstream,
             record=record,
+            fast_path=fast_path,
         )
         if test_upstream:
             from .test_upstream_serve import serve_with_test_upstream
