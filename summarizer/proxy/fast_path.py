@@ -13,9 +13,9 @@ bytes, exactly as on the full path.
 It takes a body only when it can prove the result is what parsing it whole would give:
 
 - the remembered body's ``]`` closing ``messages`` is proven once, when it is learned: inserting
-  ``,0`` before it must give the same parse with ``0`` appended to ``messages`` and nothing
-  else changed (a ``]`` inside a string, closing another array or a duplicate ``messages`` key
-  fails this);
+  ``,0`` before it must give a parse whose ``messages`` is one longer and ends with ``0`` (a
+  ``]`` inside a string, closing another array or an overridden duplicate ``messages`` leaves
+  ``messages`` as it was);
 - the new body must begin with the remembered bytes through its last message and end with its
   bytes after that ``]``, and what lies between must be whitespace, or whitespace, a comma and
   a list of JSON values that orjson parses as one array. The lexer is then in the same state as
@@ -239,6 +239,8 @@ def _locate_messages(raw: bytes, body: dict[str, Any]) -> tuple[int, int] | None
         probe = orjson.loads(b"".join((raw[:close], b",0", raw[close:])))
     except orjson.JSONDecodeError:
         return None
+    # Only the array the parser keeps as "messages" can gain a last element 0 this way: a "]"
+    # inside a string, or closing any other array, leaves "messages" as long as it was.
     grown = probe.get("messages") if type(probe) is dict else None
     if (
         type(grown) is not list
@@ -246,9 +248,6 @@ def _locate_messages(raw: bytes, body: dict[str, Any]) -> tuple[int, int] | None
         or type(grown[-1]) is not int
         or grown[-1] != 0
     ):
-        return None
-    grown.pop()
-    if probe != body:
         return None
     end = close
     while end > 0 and raw[end - 1] in _WHITESPACE:
