@@ -130,6 +130,19 @@ def upstream_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         yield base, process
 
 
+@contextmanager
+def passthrough_process(upstream: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The receive-and-forward floor (``benchmarks.passthrough``) in front of ``upstream``, in
+    its own process; yields its ``/v1`` URL and the process."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "benchmarks.passthrough", "--upstream", upstream, "--port", str(port)
+    ]  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    with running(command, ready_url=f"{base}/healthz", name="pass-through floor") as process:
+        yield f"{base}/v1", process
+
+
 def proc_kib(pid: int, field: str) -> int:
     """A ``/proc/<pid>/status`` field (``VmRSS``, ``VmHWM``...), in KiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

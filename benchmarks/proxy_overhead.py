@@ -37,7 +37,7 @@ from typing import Any
 from summarizer.loaders.tokenizers import make_counter
 
 from .litellm_gateway import LITELLM_SPEC, ensure_litellm, litellm_process
-from .processes import serve_process, upstream_process, wait_until_idle
+from .processes import passthrough_process, serve_process, upstream_process, wait_until_idle
 from .proxy_overhead_load import Cell, Plan, Target, measure_concurrent, measure_sequential
 from .proxy_overhead_report import report
 from .results import Section, print_section
@@ -90,6 +90,23 @@ def conversation(tokens: int, *, stream: bool = False, variant: int = 0) -> dict
     return body
 
 
+def growing_session(tokens: int, requests: int, *, stream: bool = False) -> list[bytes]:
+    """``requests`` bodies of one growing session: the conversation of about ``tokens`` tokens,
+    then each body the previous one plus a turn (an assistant answer and a user reply), as an
+    agent sends them. Serialized as a whole each time, as an SDK does."""
+    body = conversation(tokens, stream=stream)
+    messages = body["messages"]
+    bodies = []
+    for turn in range(requests):
+        bodies.append(json.dumps({**body, "messages": messages}).encode())
+        messages = [
+            *messages,
+            {"role": "assistant", "content": f"Checked handler {turn}: the total is rounded."},
+            {"role": "user", "content": f"Continue with module {turn + 1}."},
+        ]
+    return bodies
+
+
 FULL = Plan((10_000, 100_000), (1, 16, 64), 500, 640, 4, 20)
 QUICK = Plan((1_000, 5_000), (1, 4), 8, 16, 2, 2)
 
@@ -101,11 +118,13 @@ def run_cells(plan: Plan, *, litellm: Path | None) -> list[Cell]:
         upstream, upstream_server = stack.enter_context(upstream_process())
         window = max(1_000_000, max(plan.sizes) * 4)
         proxy, proxy_server = stack.enter_context(serve_process(upstream, context_window=window))
-        servers = [upstream_server.pid, proxy_server.pid]
+        floor, floor_server = stack.enter_context(passthrough_process(upstream))
+        servers = [upstream_server.pid, proxy_server.pid, floor_server.pid]
         auth = {"Authorization": "Bearer bench"}
         targets = [
             Target("direct", f"{upstream}/chat/completions", auth),
             Target("summarizer", f"{proxy}/chat/completions", auth),
+            Target("floor", f"{floor}/chat/completions", auth),
         ]
         if litellm is not None:
             gateway, key, gateway_server = stack.enter_context(
@@ -145,6 +164,24 @@ def run_cells(plan: Plan, *, litellm: Path | None) -> list[Cell]:
                         quiet=quiet,
                     )
                 cells.append(cell)
+        largest = max(plan.sizes)
+        for stream in (False, True):
+            bodies = growing_session(largest, plan.sequential_requests, stream=stream)
+            cell = Cell(largest, stream, 1, growing=True)
+            print(
+                f"  proxy overhead: growing session from {largest:,} tokens, stream={stream}",
+                file=sys.stderr,
+                flush=True,
+            )
+            measure_sequential(
+                targets,
+                bodies,
+                cell=cell,
+                requests=plan.sequential_requests,
+                warmup=plan.warmup,
+                quiet=functools.partial(wait_until_idle, servers),
+            )
+            cells.append(cell)
     return cells
 
 

@@ -28,6 +28,8 @@ class Cell:
     tokens: int
     stream: bool
     concurrency: int
+    growing: bool = False
+    """Each request is the previous one plus a turn (a growing session), not the same body."""
     latencies: dict[str, list[float]] = field(default_factory=dict)
     busy: dict[str, float] = field(default_factory=dict)
     """Wall time each path spent on its requests (for requests per second)."""
@@ -68,7 +70,7 @@ def _send(client: httpx2.Client, target: Target, payload: bytes, stream: bool) -
 
 def measure_sequential(
     targets: Sequence[Target],
-    payload: bytes,
+    payload: bytes | Sequence[bytes],
     *,
     cell: Cell,
     requests: int,
@@ -81,7 +83,11 @@ def measure_sequential(
     Each proxy runs in rounds of its own, alternating with the other proxy's: a server that
     keeps working after it answers (LiteLLM logs and prices each call once it has replied) then
     slows only the requests of its own rounds, its direct ones included, not the other proxy's.
+    ``payload`` may be a sequence of bodies (a growing session): each proxy then gets them in
+    order, each paired with a direct request of the same body.
     """
+    bodies = [payload] if isinstance(payload, bytes) else list(payload)
+    sent = {target.name: 0 for target in targets}
     direct, proxies = targets[0], targets[1:]
     limits = httpx2.Limits(keepalive_expiry=CLIENT_IDLE_SECONDS)
     with httpx2.Client(
@@ -89,7 +95,7 @@ def measure_sequential(
     ) as client:
         for _ in range(warmup):
             for target in targets:
-                _send(client, target, payload, cell.stream)
+                _send(client, target, bodies[0], cell.stream)
         cell.latencies = {target.name: [] for target in targets}
         cell.baselines = {proxy.name: [] for proxy in proxies}
         per_round = max(1, requests // rounds)
@@ -97,8 +103,10 @@ def measure_sequential(
             for proxy in proxies if index % 2 == 0 else proxies[::-1]:
                 quiet()
                 for i in range(per_round):
+                    body = bodies[sent[proxy.name] % len(bodies)]
+                    sent[proxy.name] += 1
                     for target in (direct, proxy) if i % 2 == 0 else (proxy, direct):
-                        latency = _send(client, target, payload, cell.stream)
+                        latency = _send(client, target, body, cell.stream)
                         cell.latencies[target.name].append(latency)
                         if target is direct:
                             cell.baselines[proxy.name].append(latency)

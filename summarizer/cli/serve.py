@@ -137,6 +137,15 @@ def serve_command(
             "(default: responses)"
         ),
     ] = None,
+    fast_path: Annotated[
+        bool | None,
+        typer.Option(
+            "--fast-path/--no-fast-path",
+            help="Read a chat request that extends its conversation's previous body from its "
+            "new bytes only (the same bytes go upstream either way). (default: on)",
+            show_default=False,
+        ),
+    ] = None,
     record: Annotated[
         bool | None,
         typer.Option(
@@ -222,6 +231,7 @@ def serve_command(
             cache_breakpoints=cache_breakpoints,
             responses_upstream=responses_upstream,
             record=record,
+            fast_path=fast_path,
             ui=ui,
         )
         if test_upstream:

@@ -47,6 +47,15 @@ def parse_body(raw: bytes) -> Any:
     Raises ``NestingTooDeep`` for a body nested deeper than ``MAX_JSON_DEPTH``, and
     ``ValueError`` for invalid JSON.
     """
+    return parse_body_noting(raw)[0]
+
+
+def parse_body_noting(raw: bytes) -> tuple[Any, bool]:
+    """``parse_body(raw)``, and whether orjson read it (False: the stdlib fallback did).
+
+    The fast path (``fast_path``) reads a body's new messages with orjson alone, so it only
+    builds on bodies orjson read whole: their values are then the same either way.
+    """
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -54,14 +63,14 @@ def parse_body(raw: bytes) -> Any:
             value = json.loads(raw)
         except RecursionError:  # orjson stops at 1024 levels, the stdlib near the stack's end
             raise NestingTooDeep from None
-        if _deeper_than(value, MAX_JSON_DEPTH):
+        if deeper_than(value, MAX_JSON_DEPTH):
             raise NestingTooDeep from None
         if type(value) is dict or type(value) is list:
             _replace_lone_surrogates(value)
-        return value
-    if _deeper_than(value, MAX_JSON_DEPTH):
+        return value, False
+    if deeper_than(value, MAX_JSON_DEPTH):
         raise NestingTooDeep
-    return value
+    return value, True
 
 
 def _replace_lone_surrogates(value: Any) -> None:
@@ -89,7 +98,7 @@ def _replace_lone_surrogates(value: Any) -> None:
                 stack.append(child)
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
+def deeper_than(value: Any, limit: int) -> bool:
     """Whether ``value`` nests containers more than ``limit`` levels (without recursing)."""
     if type(value) is not dict and type(value) is not list:
         return False

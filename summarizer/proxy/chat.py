@@ -15,6 +15,7 @@ SSE error event once a stream is open), never a 500 of ours or a silently trunca
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -39,8 +40,9 @@ from .answers import (
     upstream_error_payload,
 )
 from .chat_context import ChatContext, Overhead
-from .chat_request import ManagedRequest, parse_chat_request, truth_comment
+from .chat_request import ChatRequest, ManagedRequest, parse_chat_request, truth_comment
 from .errors import error_event, error_payload
+from .fast_path import FastPath
 from .headers import response_headers
 from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
 from .state import ProxyState
@@ -305,15 +307,28 @@ async def serve_managed(request: Request, parse: Parse) -> Response:
         return unread_body_response(
             request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
         )
-    if len(raw) > OFFLOAD_BYTES:
-        parsed = await asyncio.to_thread(parse, raw, request.headers)
-    else:
-        parsed = parse(raw, request.headers)
+    fast = state.fast_path if parse is parse_chat_request else None
+    parsed: ManagedRequest | Response | None = None
+    if fast is not None:
+        parsed = fast.parse(raw, request.headers)
+    if parsed is None:
+        work = functools.partial(_parse_whole, parse, fast, raw, request.headers)
+        parsed = await asyncio.to_thread(work) if len(raw) > OFFLOAD_BYTES else work()
     if isinstance(parsed, Response):
         return parsed
     exchange = ChatExchange(state, parsed)
     response = await _exchange(state, exchange)
     return note_after(response, state, exchange.context, started)
+
+
+def _parse_whole(
+    parse: Parse, fast: FastPath | None, raw: bytes, headers: Any
+) -> ManagedRequest | Response:
+    """``parse(raw, headers)``; a chat request is then remembered for the fast path."""
+    parsed = parse(raw, headers)
+    if fast is not None and isinstance(parsed, ChatRequest):
+        fast.learn(parsed)
+    return parsed
 
 
 async def _exchange(state: ProxyState, exchange: ChatExchange) -> Response:

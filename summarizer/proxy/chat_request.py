@@ -12,7 +12,7 @@ from starlette.responses import Response
 from ..core.effects import Turn
 from ..core.results import PrepareResult, SummarizeCall
 from . import sse
-from .body import NestingTooDeep, outgoing_body, parse_body, wants_usage
+from .body import NestingTooDeep, outgoing_body, parse_body_noting, wants_usage
 from .errors import error_response
 from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
 
@@ -99,19 +99,26 @@ class ParsedRequest:
 def json_object_body(raw: bytes) -> dict[str, Any] | Response:
     """A request body parsed as a JSON object, or the 400 (in the client's API's shape) saying
     why it is not one."""
+    return json_object_body_noting(raw)[0]
+
+
+def json_object_body_noting(raw: bytes) -> tuple[dict[str, Any] | Response, bool]:
+    """``json_object_body(raw)``, and whether orjson read the body (see ``parse_body_noting``)."""
     try:
-        body = parse_body(raw)
+        body, by_orjson = parse_body_noting(raw)
     except NestingTooDeep as exc:
-        return error_response(400, str(exc), code="nested_too_deeply")
+        return error_response(400, str(exc), code="nested_too_deeply"), False
     except ValueError:
         return error_response(
             400,
             "We could not parse the JSON body of your request. The body must be valid JSON.",
             code="invalid_json",
-        )
+        ), False
     if not isinstance(body, dict):
-        return error_response(400, "The request body must be a JSON object.", code="invalid_type")
-    return body
+        return error_response(
+            400, "The request body must be a JSON object.", code="invalid_type"
+        ), False
+    return body, by_orjson
 
 
 def sender(headers: Any) -> tuple[str, str | None] | Response:
@@ -129,6 +136,8 @@ class ChatRequest(ParsedRequest):
     upstream_path: ClassVar[str] = "/chat/completions"
     api: ClassVar[str] = "openai"
     front_door: ClassVar[str] = "chat"
+    by_orjson: bool = False
+    """Whether orjson read the whole body (the fast path builds only on such bodies)."""
 
     def turn(self) -> Turn:
         """The request as the engine sees it."""
@@ -171,7 +180,7 @@ class ChatRequest(ParsedRequest):
 
 def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
     """The request, or the 400 response saying what is wrong with it."""
-    body = json_object_body(raw)
+    body, by_orjson = json_object_body_noting(raw)
     if isinstance(body, Response):
         return body
     model = body.get("model")
@@ -193,7 +202,7 @@ def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
     who = sender(headers)
     if isinstance(who, Response):
         return who
-    return ChatRequest(raw, body, model, body.get("stream") is True, *who, headers)
+    return ChatRequest(raw, body, model, body.get("stream") is True, *who, headers, by_orjson)
 
 
 def truth_comment(result: PrepareResult | None) -> bytes:

@@ -123,6 +123,14 @@ class ProxyMetrics:
             ["outcome"],
             registry=r,
         )
+        self.fast_path = Counter(
+            "summarizer_fast_path",
+            "Chat requests by how the fast path took them: same or appended (built from the "
+            "conversation's previous body, only new messages parsed), no_match or unproven "
+            "(parsed whole), not_learned (parsed whole and not remembered).",
+            ["outcome"],
+            registry=r,
+        )
         self.overhead = Histogram(
             "summarizer_proxy_overhead_seconds",
             "Time the proxy adds to a chat request, upstream time and compactions excluded.",

@@ -113,6 +113,10 @@ class Settings(ConfigurationModel):
     """What serves ``/v1/responses``: an upstream with the Responses API (``responses``), or a
     chat-completions-only one (``chat``: vLLM, llama.cpp, Ollama), to which the proxy translates
     each request and from which it builds the Response (see the README for what is lost)."""
+    fast_path: bool = True
+    """Read a chat request that extends its conversation's previous body from its new bytes
+    only (``proxy.fast_path``); off, every body is parsed whole. Either way the same bytes go
+    upstream."""
     record: bool = False
     """Keep each session's latest conversation (credentials and credential-shaped strings
     redacted) in the store, for ``summarizer export`` and ``/ui``. Off by default: without it

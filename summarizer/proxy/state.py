@@ -22,6 +22,7 @@ from ..library.manager import ContextManager
 from ..library.upstream import AsyncOpenAISummaryClient
 from ..stores import Store, open_store
 from .errors import error_response
+from .fast_path import FastPath
 from .headers import request_headers
 from .metrics import ProxyMetrics
 from .model_routes import ModelRoute, RouteTable
@@ -68,6 +69,12 @@ class ProxyState:
         self.hop_name = f"summarizer-{secrets.token_hex(8)}"
         """This proxy's name in the ``Via`` header of everything it forwards (random per
         instance): a request arriving with it has come round a loop."""
+        self.fast_path = (
+            FastPath(count=lambda outcome: self.metrics.fast_path.labels(outcome).inc())
+            if settings.fast_path
+            else None
+        )
+        """Recent chat bodies, to read the next ones from their new bytes (None: off)."""
         self.warned_models: set[str] = set()
         self.count_tokens_missing: set[str] = set()
         """The upstreams (base URLs) that answered that they have no ``/messages/count_tokens``."""

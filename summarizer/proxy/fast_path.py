@@ -1,0 +1,265 @@
+"""The fast path: a chat request read from the bytes its conversation added, not from all of them.
+
+An agent's next request is its previous body plus a turn: the same bytes up to the end of the
+last message, one or more new messages, then the same bytes after the ``messages`` array
+(``]``, ``tools``, ``stream``...). ``FastPath`` remembers recent bodies (per credential
+namespace and ``X-Summarizer-Session``) with the offsets of their messages array, and for a new
+body that begins with one of them through its last message (a memcmp) and ends with the same
+bytes after the array, parses only the new messages (orjson, on a slice) and builds the request
+from the remembered parse plus those. The engine then hashes and counts only the new messages
+(its chain cache sees the same message objects), and the body goes upstream as the client's
+bytes, exactly as on the full path.
+
+It takes a body only when it can prove the result is what parsing it whole would give:
+
+- the remembered body's ``]`` closing ``messages`` is proven once, when it is learned: inserting
+  ``,0`` before it must give a parse whose ``messages`` is one longer and ends with ``0`` (a
+  ``]`` inside a string, closing another array or an overridden duplicate ``messages`` leaves
+  ``messages`` as it was);
+- the new body must begin with the remembered bytes through its last message and end with its
+  bytes after that ``]``, and what lies between must be whitespace, or whitespace, a comma and
+  a list of JSON values that orjson parses as one array. The lexer is then in the same state as
+  in the remembered body at each end, so the new body parses to the remembered one with those
+  values appended to ``messages``;
+- only bodies orjson read whole are remembered (not the stdlib fallback's NaN or lone
+  surrogates), so orjson on the slice gives the values a whole parse would.
+
+Anything else (a fork or an edit inside the prefix, a different key order or whitespace before
+the last message, a changed field, unparsable new bytes) goes the full way. Each outcome is
+counted in ``summarizer_fast_path_total{outcome}``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+from starlette.responses import Response
+
+from .body import MAX_JSON_DEPTH, deeper_than
+from .chat_request import ChatRequest, sender
+
+Outcome = Literal["same", "appended", "no_match", "unproven", "not_learned"]
+"""``same``: no new message; ``appended``: new messages parsed alone; ``no_match``: no
+remembered body of the conversation is a prefix of this one (its first request, a fork, an
+edit, a changed field); ``unproven``: one is, but the new bytes are not a plain list of values;
+``not_learned``: a body taken the full way whose messages array could not be located for sure
+(it is not remembered)."""
+
+KEY_BYTES = 128
+"""Bodies are grouped by their first bytes (with the namespace and session header); a body
+whose messages end sooner is not remembered (too small to gain anything)."""
+BUCKET_SIZE = 8
+"""Remembered bodies per group (conversations sharing a system prompt and a credential)."""
+DEFAULT_MAX_BODIES = 256
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+MAX_CANDIDATES = 64
+"""``]`` bytes tried, from the end of a body, as the one that closes ``messages``."""
+
+_WHITESPACE = b" \t\r\n"
+_CLOSE = ord("]")
+_COMMA = ord(",")
+
+
+@dataclass(eq=False, slots=True)
+class _Known:
+    """A remembered body: its bytes, where its last message ends and its ``]`` closing
+    ``messages`` stands, and its parse."""
+
+    raw: bytes
+    end: int
+    close: int
+    body: dict[str, Any]
+    key: tuple[str, str | None, bytes]
+
+
+class FastPath:
+    """Recent chat bodies per (namespace, session header), and the requests built from them.
+
+    Bounded by bodies and by their bytes (least recently used dropped); thread-safe.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_bodies: int = DEFAULT_MAX_BODIES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        count: Callable[[Outcome], None] | None = None,
+    ) -> None:
+        self._max_bodies = max_bodies
+        self._max_bytes = max_bytes
+        self._count = count or (lambda outcome: None)
+        self._groups: dict[tuple[str, str | None, bytes], list[_Known]] = {}
+        self._recent: OrderedDict[int, _Known] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._recent)
+
+    @property
+    def bytes_held(self) -> int:
+        """Bytes of the bodies remembered."""
+        return self._bytes
+
+    # -- the fast path --------------------------------------------------------------------------
+
+    def parse(self, raw: bytes, headers: Any) -> ChatRequest | None:
+        """The request ``raw`` is, built from a remembered body it extends; None when none
+        provably applies (the caller parses it whole, then ``learn``s it)."""
+        who = sender(headers)
+        if isinstance(who, Response) or len(raw) < KEY_BYTES:
+            self._count("no_match")
+            return None
+        key = (who[0], who[1], raw[:KEY_BYTES])
+        with self._lock:
+            candidates = list(self._groups.get(key, ()))
+        outcome: Outcome = "no_match"
+        for known in candidates:
+            extended = _extend(known, raw)
+            if extended is None:
+                continue
+            if isinstance(extended, str):
+                outcome = "unproven"
+                continue
+            new, end, close = extended
+            body = dict(known.body)
+            body["messages"] = [*known.body["messages"], *new]
+            self._replace(known, _Known(raw, end, close, body, key))
+            self._count("appended" if new else "same")
+            return ChatRequest(
+                raw,
+                body,
+                body["model"],
+                body.get("stream") is True,
+                who[0],
+                who[1],
+                headers,
+                True,
+            )
+        self._count(outcome)
+        return None
+
+    def learn(self, request: ChatRequest) -> None:
+        """Remember a request parsed whole, once its messages array is located for sure."""
+        if not request.by_orjson:
+            self._count("not_learned")
+            return
+        located = _locate_messages(request.raw, request.body)
+        if located is None or located[0] < KEY_BYTES:
+            self._count("not_learned")
+            return
+        key = (request.namespace, request.session, request.raw[:KEY_BYTES])
+        self._replace(None, _Known(request.raw, *located, request.body, key))
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+
+    def _replace(self, old: _Known | None, new: _Known) -> None:
+        """Remember ``new`` in place of ``old`` (the body it extends), within the bounds."""
+        with self._lock:
+            if old is not None and self._recent.pop(id(old), None) is not None:
+                self._drop(old)
+            group = self._groups.setdefault(new.key, [])
+            group.insert(0, new)
+            self._recent[id(new)] = new
+            self._bytes += len(new.raw)
+            while len(group) > BUCKET_SIZE:
+                self._forget(group[-1])
+            while self._recent and (
+                len(self._recent) > self._max_bodies or self._bytes > self._max_bytes
+            ):
+                self._forget(next(iter(self._recent.values())))
+
+    def _forget(self, known: _Known) -> None:
+        del self._recent[id(known)]
+        self._drop(known)
+
+    def _drop(self, known: _Known) -> None:
+        self._bytes -= len(known.raw)
+        group = self._groups.get(known.key)
+        if group is not None:
+            group[:] = [k for k in group if k is not known]
+            if not group:
+                del self._groups[known.key]
+
+
+def _extend(known: _Known, raw: bytes) -> tuple[list[Any], int, int] | str | None:
+    """The messages ``raw`` appends to ``known``, and where its last message ends and its
+    messages array closes; None when ``raw`` does not extend ``known``'s bytes, ``"unproven"``
+    when it does but the new bytes are not a plain list of JSON values."""
+    held = memoryview(known.raw)
+    tail = held[known.close + 1 :]
+    close = len(raw) - len(tail) - 1
+    if (
+        close < known.end
+        or raw[close] != _CLOSE
+        or not raw.startswith(held[: known.end])
+        or not raw.endswith(tail)
+    ):
+        return None
+    between = raw[known.end : close]
+    added = between.strip(_WHITESPACE)
+    end = known.end + len(between.rstrip(_WHITESPACE))
+    if not added:
+        return [], end, close
+    if added[0] != _COMMA:
+        return "unproven"
+    try:
+        new = orjson.loads(b"[" + added[1:] + b"]")
+    except orjson.JSONDecodeError:
+        return "unproven"
+    # Inside the body these values sit one level deeper (in "messages") than in this array.
+    if not new or deeper_than(new, MAX_JSON_DEPTH - 1):
+        return "unproven"
+    return new, end, close
+
+
+def _locate_messages(raw: bytes, body: dict[str, Any]) -> tuple[int, int] | None:
+    """Where ``body["messages"]``'s last message ends in ``raw`` and the ``]`` closing the
+    array stands; None unless that ``]`` is proven (see the module docstring)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return None
+    keys = list(body)
+    after = keys[keys.index("messages") + 1 :]
+    close = len(raw)
+    for _ in range(MAX_CANDIDATES):
+        close = raw.rfind(b"]", 0, close)
+        if close < 0:
+            return None
+        if _tail_holds(raw[close + 1 :], after):
+            break
+    else:
+        return None
+    try:
+        probe = orjson.loads(b"".join((raw[:close], b",0", raw[close:])))
+    except orjson.JSONDecodeError:
+        return None
+    # Only the array the parser keeps as "messages" can gain a last element 0 this way: a "]"
+    # inside a string, or closing any other array, leaves "messages" as long as it was.
+    grown = probe.get("messages") if type(probe) is dict else None
+    if (
+        type(grown) is not list
+        or len(grown) != len(messages) + 1
+        or type(grown[-1]) is not int
+        or grown[-1] != 0
+    ):
+        return None
+    end = close
+    while end > 0 and raw[end - 1] in _WHITESPACE:
+        end -= 1
+    return end, close
+
+
+def _tail_holds(tail: bytes, after: list[str]) -> bool:
+    """Whether ``tail`` reads as the rest of an object holding the keys ``after`` (a cheap
+    filter on candidates; the proof is ``_locate_messages``'s)."""
+    try:
+        rest = orjson.loads(b'{"":0' + tail)
+    except orjson.JSONDecodeError:
+        return False
+    return type(rest) is dict and list(rest)[1:] == after
