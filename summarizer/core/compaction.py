@@ -51,11 +51,12 @@ def draft_compaction(
     trigger: Trigger,
     started: float,
     target: int | None = None,
-    quiet: bool = False,
+    drafting: bool = False,
 ) -> Effects[Draft | PrepareResult]:
     """Everything of a compaction but saving it: the checkpoint and the view it gives, or
     the result to send when there is nothing to do (or the summaries failed and the request
-    still fits). ``target`` overrides the budget's; ``quiet``: no event for a failure."""
+    still fits). ``target`` overrides the budget's; ``drafting`` (ahead of time): no event or
+    error for a failure, and the summary keeps its whole allowance."""
     config = engine.config
     budget = located.budget
     ratio = engine.calibration.ratio(located.model, located.namespace)
@@ -83,7 +84,7 @@ def draft_compaction(
     if masking.fits:
         plan = Plan(runs=[], tail_start=len(planned.view), summary_tokens=0)
     else:
-        plan = _plan(engine, planned, ratio, limit, trigger_tokens, target)
+        plan = _plan(engine, planned, ratio, limit, trigger_tokens, target, whole_summary=drafting)
         nothing = not plan.runs and not plan.overrides and not plan.final_cuts
         if nothing and not masking.masks:
             return engine.unchanged(located)  # nothing to compact; it fits as it is
@@ -94,11 +95,11 @@ def draft_compaction(
         )
     failures = [s.slot.failure for s in summaries if s.slot.failure]
     if failures:
-        if config.on_failure == "raise" and not quiet:
+        if config.on_failure == "raise" and not drafting:
             raise SummaryFailed(f"summarization failed: {failures[0]}")
         # After context_length_exceeded the upstream has said it does not fit.
-        if quiet or (trigger == "threshold" and located.calibrated_tokens <= budget.usable):
-            if quiet:
+        if drafting or (trigger == "threshold" and located.calibrated_tokens <= budget.usable):
+            if drafting:
                 return engine.unchanged(located)
             logger.warning(
                 "summary failed (%s); request sent unchanged since it still fits", failures[0]
@@ -224,12 +225,18 @@ def _plan(
     limit: int,
     trigger_tokens: int,
     target: int,
+    *,
+    whole_summary: bool = False,
 ) -> Plan:
     """The compaction of ``located.view`` toward ``target`` (provider tokens), in the
-    window's ``limit``; ``BudgetExceeded`` in provider tokens when nothing fits."""
+    window's ``limit``; ``BudgetExceeded`` in provider tokens when nothing fits.
+    ``whole_summary``: reach the target by keeping fewer recent turns, never by shrinking the
+    summary's allowance (a draft's lower target would otherwise squeeze its cap)."""
     config = engine.config
     cap, ledger_cap = config.max_summary_tokens, config.ledger_max_tokens
     smallest = min(cap, MIN_SUMMARY_CAP) + min(ledger_cap, MIN_LEDGER_TOKENS) + FRAME_TOKENS
+    if whole_summary:
+        smallest = cap + ledger_cap + FRAME_TOKENS
     try:
         return plan_compaction(
             located.view,

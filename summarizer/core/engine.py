@@ -215,7 +215,12 @@ class ContextEngine:
         growth = max(0, budget.trigger_tokens - located.calibrated_tokens)
         target = max(budget.target_tokens // 2, budget.target_tokens - growth)
         drafted = yield from draft_compaction(
-            self, located, trigger="threshold", started=time.monotonic(), target=target, quiet=True
+            self,
+            located,
+            trigger="threshold",
+            started=time.monotonic(),
+            target=target,
+            drafting=True,
         )
         return drafted if isinstance(drafted, Draft) else None
 
