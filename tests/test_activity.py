@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,3 +147,46 @@ def test_redact_removes_known_secrets_and_credential_shapes() -> None:
     assert key not in text and "my-own-secret-value" not in text and "abcdefghijklmnop" not in text
     assert text.count(REDACTED) == 3 and cleaned["n"] == 3
     assert redact("no secrets here", []) == "no secrets here"
+
+
+class CountingStore(MemoryStore):
+    """A memory store that counts the batches it is given, and can be held shut."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def log_requests(self, records: Any) -> None:
+        self.gate.wait(10)
+        self.batches.append(len(records))
+        super().log_requests(records)
+
+
+def test_the_writer_writes_in_batches_off_the_callers_thread() -> None:
+    from summarizer.proxy.activity_writer import ActivityWriter
+
+    store = CountingStore()
+    store.gate.clear()  # the first batch waits: everything submitted meanwhile queues up
+    writer = ActivityWriter(store, interval=0.01)
+    for i in range(200):
+        writer.submit(record("s", float(i), i), None)  # never waits on the store
+    store.gate.set()
+    writer.close()
+    assert sum(store.batches) == 200 and len(store.batches) < 20
+    assert [r.tokens_sent for r in store.session_requests(None, "s")] == list(range(200))
+
+
+def test_a_full_queue_drops_and_counts_instead_of_waiting() -> None:
+    from summarizer.proxy.activity_writer import ActivityWriter
+
+    store = CountingStore()
+    store.gate.clear()
+    dropped: list[int] = []
+    writer = ActivityWriter(store, interval=0.01, capacity=5, on_drop=lambda: dropped.append(1))
+    for i in range(50):
+        writer.submit(record("s", float(i), i), None)
+    store.gate.set()
+    writer.close()
+    assert dropped and sum(store.batches) + len(dropped) == 50

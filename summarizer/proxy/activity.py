@@ -1,11 +1,11 @@
 """What the proxy notes of each managed request once its answer is sent: a ``RequestRecord``
 in the store's activity log and, with ``--record``, the session's conversation (secrets
-redacted). Written after the response, in a worker thread: never on the client's critical path,
-and a failed write costs a log line, never the request."""
+redacted). Queued once the answer is sent and written in batches by the proxy's
+``ActivityWriter``: never on the client's critical path, and a failed write costs a log line,
+never the request."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -14,7 +14,6 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from ..core.activity import Recording, RequestRecord, redact
-from ..stores import ActivityLog
 from .chat_context import ChatContext
 from .headers import credential
 from .state import ProxyState
@@ -52,8 +51,8 @@ def note_after(
     response: Response, state: ProxyState, context: ChatContext, started: float
 ) -> Response:
     """``response``, set to log its request once it has been sent (its stream included)."""
-    log = state.store if isinstance(state.store, ActivityLog) else None
-    if log is None:
+    writer = state.activity
+    if writer is None:
         return response
 
     async def note() -> None:
@@ -61,7 +60,7 @@ def note_after(
         if record is None:
             return
         recording = _recording(state, context) if state.settings.record else None
-        await _quietly(asyncio.to_thread(_write, log, record, recording))
+        writer.submit(record, recording)
 
     response.background = _chained(response.background, note)
     return response
@@ -88,21 +87,6 @@ def _recording(state: ProxyState, context: ChatContext) -> Callable[[], Recordin
         )
 
     return build
-
-
-def _write(
-    log: ActivityLog, record: RequestRecord, recording: Callable[[], Recording] | None
-) -> None:
-    log.log_request(record)
-    if recording is not None:
-        log.record_conversation(recording())
-
-
-async def _quietly(work: Awaitable[None]) -> None:
-    try:
-        await work
-    except Exception as exc:  # the answer is sent: a lost log line must not become an error
-        logger.warning("could not write the activity log: %s", type(exc).__name__)
 
 
 def _chained(first: BackgroundTask | None, then: Callable[[], Awaitable[None]]) -> BackgroundTask:

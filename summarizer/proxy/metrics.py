@@ -131,6 +131,11 @@ class ProxyMetrics:
             ["outcome"],
             registry=r,
         )
+        self.activity_dropped = Counter(
+            "summarizer_activity_dropped",
+            "Request records not written to the activity log because its queue was full.",
+            registry=r,
+        )
         self.overhead = Histogram(
             "summarizer_proxy_overhead_seconds",
             "Time the proxy adds to a chat request, upstream time and compactions excluded.",

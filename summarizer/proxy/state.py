@@ -7,6 +7,7 @@ connection pool belongs to the server's event loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections.abc import Callable, Mapping
@@ -20,7 +21,8 @@ from starlette.responses import Response
 from ..core.results import CompactionEvent, SummarizeCall, SummaryOutcome
 from ..library.manager import ContextManager
 from ..library.upstream import AsyncOpenAISummaryClient
-from ..stores import Store, open_store
+from ..stores import ActivityLog, Store, open_store
+from .activity_writer import ActivityWriter
 from .errors import error_response
 from .fast_path import FastPath
 from .headers import request_headers
@@ -62,6 +64,12 @@ class ProxyState:
         )
         self.context = self.routes.default.context
         """The context manager of models without a ``[[models]]`` entry of their own."""
+        self.activity: ActivityWriter | None = (
+            ActivityWriter(self.store, on_drop=self.metrics.activity_dropped.inc)
+            if isinstance(self.store, ActivityLog)
+            else None
+        )
+        """Writes the activity log in batches off the request path (None: the store keeps none)."""
         self._transport = transport
         self._http: httpx2.AsyncClient | None = None
         self.upstream_host = self.routes.default.host
@@ -99,7 +107,10 @@ class ProxyState:
         )
 
     async def close(self) -> None:
-        """Close the connection pool, and the store unless the caller passed it in."""
+        """Close the connection pool, write the queued activity, and close the store unless the
+        caller passed it in."""
+        if self.activity is not None:
+            await asyncio.to_thread(self.activity.close)
         if self._http is not None:
             await self._http.aclose()
             self._http = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
@@ -114,6 +114,10 @@ class ActivityLog(Protocol):
 
     def log_request(self, record: RequestRecord) -> None:
         """Append one request's record."""
+        ...
+
+    def log_requests(self, records: Sequence[RequestRecord]) -> None:
+        """Append several records at once (one transaction where the store has them)."""
         ...
 
     def list_sessions(

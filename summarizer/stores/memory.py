@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ..core.activity import Recording, RequestRecord, SessionRow, roll_up
 from ..core.checkpoints import Checkpoint
@@ -168,6 +168,12 @@ class MemoryStore(_Closable):
         with self._lock:
             self._check_open()
             self._requests.append(record)
+
+    def log_requests(self, records: Sequence[RequestRecord]) -> None:
+        """Append several records at once."""
+        with self._lock:
+            self._check_open()
+            self._requests.extend(records)
 
     def list_sessions(
         self, namespace: str | None = None, *, since: float | None = None

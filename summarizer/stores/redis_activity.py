@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import unquote
@@ -94,6 +94,11 @@ class RedisActivity:
             lists = pipe.execute() if members else []
         records = [RequestRecord.model_validate_json(body) for bodies in lists for body in bodies]
         return sorted(records, key=lambda r: r.at)
+
+    def log_requests(self, records: Sequence[RequestRecord]) -> None:
+        """Append several records (one script call each: each updates its session's roll-up)."""
+        for record in records:
+            self.log_request(record)
 
     def record_conversation(self, recording: Recording) -> None:
         """Keep ``recording`` as its session's latest conversation."""

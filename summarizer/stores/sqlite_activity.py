@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -80,26 +80,35 @@ class SQLiteActivity:
 
     def log_request(self, record: RequestRecord) -> None:
         """Append one request's record."""
-        params = (
-            record.namespace,
-            record.session,
-            record.at,
-            record.model,
-            record.tokens_sent,
-            record.window,
-            record.reported_tokens,
-            record.cached_tokens,
-            int(record.compacted),
-            record.model_dump_json(),
-        )
+        self.log_requests([record])
+
+    def log_requests(self, records: Sequence[RequestRecord]) -> None:
+        """Append several records in one transaction."""
+        rows = [
+            (
+                record.namespace,
+                record.session,
+                record.at,
+                record.model,
+                record.tokens_sent,
+                record.window,
+                record.reported_tokens,
+                record.cached_tokens,
+                int(record.compacted),
+                record.model_dump_json(),
+            )
+            for record in records
+        ]
+        if not rows:
+            return
         with self._lock:
             self._check_open()
             with self._transaction():
-                self._conn.execute(
+                self._conn.executemany(
                     "INSERT INTO requests (namespace, session, at, model, tokens_sent, "
                     "context_window, reported_tokens, cached_tokens, compacted, body) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    params,
+                    rows,
                 )
 
     def list_sessions(

@@ -1,0 +1,110 @@
+"""``ActivityWriter``: the activity log written in batches on one thread.
+
+A request only queues its record (no store lock, no disk sync on any request's path); the
+thread writes whatever has queued, every ``interval`` seconds at most, in one transaction. The
+queue is bounded: past ``capacity`` records a record is dropped and counted, never waited for.
+Closing flushes what is queued.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+
+from ..core.activity import Recording, RequestRecord
+from ..stores import ActivityLog
+
+logger = logging.getLogger("summarizer.proxy")
+
+Item = tuple[RequestRecord, Callable[[], Recording] | None]
+_STOP = object()
+
+
+class ActivityWriter:
+    """Queues records and writes them to ``log`` in batches (see the module docstring)."""
+
+    def __init__(
+        self,
+        log: ActivityLog,
+        *,
+        interval: float = 0.05,
+        capacity: int = 10_000,
+        batch: int = 500,
+        on_drop: Callable[[], None] | None = None,
+    ) -> None:
+        self.log = log
+        self.interval = interval
+        self.batch = batch
+        self.on_drop = on_drop
+        self._queue: queue.Queue[Item | object] = queue.Queue(maxsize=capacity)
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._warned = False
+
+    def submit(self, record: RequestRecord, recording: Callable[[], Recording] | None) -> None:
+        """Queue one request's record (and, with recording on, how to build its recording)."""
+        self._ensure_started()
+        try:
+            self._queue.put_nowait((record, recording))
+        except queue.Full:
+            if self.on_drop is not None:
+                self.on_drop()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Write what is queued, then stop the thread."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._queue.put(_STOP)
+        thread.join(timeout)
+        self._thread = None
+
+    def _ensure_started(self) -> None:
+        if self._thread is not None:
+            return
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="summarizer-activity", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            items: list[Item] = []
+            stop = False
+            try:
+                first = self._queue.get(timeout=self.interval)
+            except queue.Empty:
+                continue
+            if first is _STOP:
+                stop = True
+            else:
+                items.append(first)  # type: ignore[arg-type]
+            while len(items) < self.batch:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is _STOP:
+                    stop = True
+                    continue
+                items.append(more)  # type: ignore[arg-type]
+            self._write(items)
+            if stop and self._queue.empty():
+                return
+
+    def _write(self, items: list[Item]) -> None:
+        if not items:
+            return
+        try:
+            self.log.log_requests([record for record, _ in items])
+            for _, recording in items:
+                if recording is not None:
+                    self.log.record_conversation(recording())
+        except Exception as exc:  # the answers are sent: lost log lines must not be errors
+            if not self._warned:
+                self._warned = True
+                logger.warning("could not write the activity log: %s", type(exc).__name__)
