@@ -26,9 +26,8 @@ from ..core.results import Policy
 CONFIG_ENV = "SUMMARIZER_CONFIG"
 """The environment variable naming the config file when ``--config`` is not given."""
 
-MODEL_COMPACTION_FIELDS = (
+COMPACTION_SETTINGS = (
     "context_window",
-    "reserve_output_tokens",
     "trigger_ratio",
     "target_ratio",
     "prepare_ratio",
@@ -38,6 +37,10 @@ MODEL_COMPACTION_FIELDS = (
     "summary_model",
     "policy",
 )
+"""The ``CompactionConfig`` fields the proxy takes as flags, ``SUMMARIZER_*`` variables and
+keywords of ``Settings`` itself (declared, with their validation, only in ``CompactionConfig``)."""
+
+MODEL_COMPACTION_FIELDS = ("reserve_output_tokens", *COMPACTION_SETTINGS)
 """The ``CompactionConfig`` fields a ``[[models]]`` entry may set for its model alone."""
 
 _LITERAL_KEYS = {

@@ -19,24 +19,17 @@ from pydantic import ConfigDict, Field, SecretStr, field_validator, model_valida
 
 from ..core.config import CompactionConfig, ConfigurationModel
 from ..core.errors import ConfigurationError
-from .config_file import CONFIG_ENV, ModelEntry, blame_file, check_upstream_url, read_config_file
+from .config_file import (
+    COMPACTION_SETTINGS,
+    CONFIG_ENV,
+    ModelEntry,
+    blame_file,
+    check_upstream_url,
+    read_config_file,
+)
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 ENV_PREFIX = "SUMMARIZER_"
-
-COMPACTION_SETTINGS = (
-    "context_window",
-    "trigger_ratio",
-    "target_ratio",
-    "prepare_ratio",
-    "keep_recent_tokens",
-    "max_summary_tokens",
-    "summary_cap_field",
-    "summary_model",
-    "policy",
-)
-"""The ``CompactionConfig`` fields the proxy takes as flags, ``SUMMARIZER_*`` variables and
-keywords of ``Settings`` itself (declared, with their validation, only in ``CompactionConfig``)."""
 
 
 def default_db_path() -> Path:
