@@ -119,7 +119,8 @@ class ProxyMetrics:
             "'started', 'adopted' (a request over the trigger used it), 'deferred' (one that "
             "still fit went out as it was while the draft was written), 'waited' (one that did "
             "not fit waited for it), 'stale' (the conversation moved elsewhere: dropped), "
-            "'failed', 'busy' (not started: too many under way).",
+            "'failed' (its summaries failed, or it found nothing to compact), 'busy' (not "
+            "started: too many under way).",
             ["outcome"],
             registry=r,
         )
