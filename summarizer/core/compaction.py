@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from .config import CompactionConfig
 from .effects import Effects, SaveCheckpoint, Saved
 from .errors import BudgetExceeded, SummaryFailed
 from .located import Draft, Located, SessionMemo, view_of
 from .planner import MaskPlan, Plan, plan_compaction, plan_masking
+from .prompt_set import PromptSet
 from .records import (
     abandoned_event,
     build_checkpoint,
@@ -25,12 +28,28 @@ from .records import (
     cut_final_turn,
     log_compaction,
 )
-from .results import PrepareResult, Trigger
+from .results import CompactionEvent, PrepareResult, Trigger
 from .runs import summarize_runs
 from .summaries import FRAME_TOKENS, RunSummary
+from .tokens import Calibration
 
-if TYPE_CHECKING:
-    from .engine import ContextEngine
+
+class Compacting(Protocol):
+    """What a compaction needs of the engine running it (``ContextEngine`` is one)."""
+
+    config: CompactionConfig
+    prompts: PromptSet
+    calibration: Calibration
+    on_compaction: Callable[[CompactionEvent], None] | None
+
+    def remember(self, namespace: str, session: str, memo: SessionMemo) -> None:
+        """Keep ``memo`` as what the engine last learned of the session."""
+        ...
+
+    def unchanged(self, located: Located) -> PrepareResult:
+        """The result for a request sent as its view."""
+        ...
+
 
 logger = logging.getLogger("summarizer")
 
@@ -45,7 +64,7 @@ OVERFLOW_MARGIN = 0.85
 
 
 def draft_compaction(
-    engine: ContextEngine,
+    engine: Compacting,
     located: Located,
     *,
     trigger: Trigger,
@@ -158,7 +177,7 @@ def draft_compaction(
 
 
 def commit_draft(
-    engine: ContextEngine,
+    engine: Compacting,
     located: Located,
     draft: Draft,
     *,
@@ -198,7 +217,7 @@ def commit_draft(
     )
 
 
-def _mask(engine: ContextEngine, located: Located, *, target: int) -> MaskPlan:
+def _mask(engine: Compacting, located: Located, *, target: int) -> MaskPlan:
     """The ``hybrid`` policy's first step: old tool outputs masked toward ``target``
     (counted tokens)."""
     counter = located.counter
@@ -219,7 +238,7 @@ def _mask(engine: ContextEngine, located: Located, *, target: int) -> MaskPlan:
 
 
 def _plan(
-    engine: ContextEngine,
+    engine: Compacting,
     located: Located,
     ratio: float,
     limit: int,
