@@ -181,9 +181,9 @@ class Drafts:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     def should_draft(self, located: Located) -> bool:
-        """Whether a draft should start for ``located`` now: over the prepare threshold and under
-        the trigger, and its session drafts nothing for this conversation (a draft for one it no
-        longer continues is dropped here)."""
+        """Whether a draft should start for ``located`` now: over the prepare threshold and still
+        fitting the window as it is, and its session drafts nothing for this conversation (a
+        draft for one it no longer continues is dropped here)."""
         if located.budget.prepare_tokens is None:
             return False
         if self.jobs.current(located) is not None:
@@ -215,6 +215,7 @@ class Drafts:
         job.future = asyncio.ensure_future(
             drive_async(self.engine.ahead(located), perform, offload=True)
         )
+        job.future.add_done_callback(_retrieved)
 
     def pending(self, located: Located) -> AheadJob | PrepareResult | None:
         """For a request over its trigger (a draft was just started for it if it had none and
@@ -271,3 +272,10 @@ class Drafts:
         self.jobs.cancel_all()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _retrieved(future: asyncio.Future[Draft | None]) -> None:
+    """Read a finished draft task's failure (a draft nobody adopts would otherwise be logged as
+    an exception never retrieved); the failure itself is counted when the draft is used."""
+    if not future.cancelled() and (exc := future.exception()) is not None:
+        logger.debug("an ahead-of-time draft failed: %s", type(exc).__name__)
