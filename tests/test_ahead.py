@@ -270,9 +270,10 @@ def test_drafts_are_bounded_one_per_session_and_in_number() -> None:
     jobs = AheadJobs(max_running=2, on_outcome=outcomes.append)
 
     def fake(session: str, chain: list[str]) -> Any:
-        class L:
+        class L:  # the fields of a Located the jobs read
             namespace = "ns"
             checkpoint = None
+            checkpoint_id = None
 
         item = L()
         item.session = session  # type: ignore[attr-defined]

@@ -20,8 +20,9 @@ from typing import Annotated, Any
 import typer
 
 from ..core.activity import Recording, SessionRow, namespace_label, redact
-from ..core.session_view import SessionView, row_json, session_view, view_json
+from ..core.session_view import SessionView, row_json, view_json
 from ..stores import ActivityLog, Store
+from ..stores.session_views import load_session_view
 
 StoreOption = Annotated[
     str | None,
@@ -154,19 +155,8 @@ def _views(log: Any, session: str) -> list[SessionView]:
     namespaces |= {r.namespace for r in log.recordings(session=session)}
     if not namespaces:  # checkpoints without a logged request (a store from before the log)
         namespaces = {row.namespace for row in log.list_sessions() if row.session == session}
-    views = []
-    for namespace in sorted(namespaces):
-        recordings = log.recordings(namespace, session)
-        views.append(
-            session_view(
-                namespace,
-                session,
-                log.list_session(namespace, session),
-                log.session_requests(namespace, session),
-                recordings[-1] if recordings else None,
-            )
-        )
-    return views
+    views = (load_session_view(log, namespace, session) for namespace in sorted(namespaces))
+    return [view for view in views if view is not None]
 
 
 def show_command(

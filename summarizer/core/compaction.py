@@ -17,7 +17,7 @@ from typing import Protocol
 from .config import CompactionConfig
 from .effects import Effects, SaveCheckpoint, Saved
 from .errors import BudgetExceeded, SummaryFailed
-from .located import Draft, Located, SessionMemo, view_of
+from .located import Draft, Located, SessionMemo
 from .planner import MaskPlan, Plan, plan_compaction, plan_masking
 from .prompt_set import PromptSet
 from .records import (
@@ -143,8 +143,7 @@ def draft_compaction(
         summary_model=config.summary_model,
         masks=masking.masks,
     )
-    new_view = view_of(located.messages, located.digests, checkpoint, located.counter)
-    tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
+    new_view, tokens_after_raw = located.view_under(checkpoint)
     if plan.final_cuts and tokens_after_raw > int(limit / ratio):
         # Only now is the summaries' real size known: cut the final turn as far as needed.
         checkpoint = cut_final_turn(
@@ -156,8 +155,7 @@ def draft_compaction(
             limit=int(limit / ratio),
             marker=engine.prompts.truncated_output,
         )
-        new_view = view_of(located.messages, located.digests, checkpoint, located.counter)
-        tokens_after_raw = located.fixed_tokens + sum(item.tokens for item in new_view)
+        new_view, tokens_after_raw = located.view_under(checkpoint)
     tokens_after = engine.calibration.apply(located.model, tokens_after_raw, located.namespace)
     if tokens_after > limit:
         raise BudgetExceeded(
@@ -167,7 +165,7 @@ def draft_compaction(
         )
     return Draft(
         checkpoint=checkpoint.model_copy(update={"tokens_after": tokens_after}),
-        parent_id=located.checkpoint.id if located.checkpoint is not None else None,
+        parent_id=located.checkpoint_id,
         summaries=summaries,
         plan=plan,
         masking=masking,

@@ -151,8 +151,7 @@ class ContextEngine:
             return replace(located, generation=found.generation)
         memo = SessionMemo(checkpoint, len(located.chain), located.chain[-1], found.generation)
         self.remember(located.namespace, located.session, memo)
-        view = view_of(located.messages, located.digests, checkpoint, located.counter)
-        raw_tokens = located.fixed_tokens + sum(item.tokens for item in view)
+        view, raw_tokens = located.view_under(checkpoint)
         calibrated = self.calibration.apply(located.model, raw_tokens, located.namespace)
         return replace(
             located,
@@ -193,7 +192,7 @@ class ContextEngine:
             rewritten=located.checkpoint is not None,
             session=located.session,
             namespace=located.namespace,
-            checkpoint_id=located.checkpoint.id if located.checkpoint else None,
+            checkpoint_id=located.checkpoint_id,
             report=located.report(located.raw_tokens, located.calibrated_tokens),
         )
 
@@ -232,11 +231,9 @@ class ContextEngine:
         one it was drafted from, or another checkpoint was written for it since) or when the
         rewrite would not fit the window."""
         checkpoint = draft.checkpoint
-        parent = located.checkpoint.id if located.checkpoint is not None else None
-        if not extends(located.chain, checkpoint) or parent != draft.parent_id:
+        if not extends(located.chain, checkpoint) or located.checkpoint_id != draft.parent_id:
             return None
-        view = view_of(located.messages, located.digests, checkpoint, located.counter)
-        raw_tokens = located.fixed_tokens + sum(item.tokens for item in view)
+        view, raw_tokens = located.view_under(checkpoint)
         calibrated = self.calibration.apply(located.model, raw_tokens, located.namespace)
         if calibrated > located.budget.usable:
             return None

@@ -12,8 +12,9 @@ from typing import Any
 from .checkpoints import Checkpoint, Slot
 from .config import Budget
 from .messages import Message, message_digest
-from .planner import ViewItem
+from .planner import MaskPlan, Plan, ViewItem
 from .results import TokenReport
+from .summaries import RunSummary
 from .tokens import TokenCounter
 
 
@@ -39,6 +40,17 @@ class Located:
     generation: int | None
     """The store's generation when the checkpoint was looked up (None: unknown)."""
 
+    @property
+    def checkpoint_id(self) -> str | None:
+        """The id of the checkpoint this turn stands on (None: none applies)."""
+        return self.checkpoint.id if self.checkpoint is not None else None
+
+    def view_under(self, checkpoint: Checkpoint | None) -> tuple[list[ViewItem], int]:
+        """This turn's view under ``checkpoint``, and its counted size (fixed tokens included,
+        before calibration)."""
+        view = view_of(self.messages, self.digests, checkpoint, self.counter)
+        return view, self.fixed_tokens + sum(item.tokens for item in view)
+
     def report(self, raw_tokens: int, calibrated: int) -> TokenReport:
         """The token figures of a request of this turn's budget."""
         return TokenReport(
@@ -59,12 +71,12 @@ class Draft:
     checkpoint: Checkpoint
     parent_id: str | None
     """The checkpoint the drafted-from request stood on: a draft applies only on the same."""
-    summaries: Sequence[Any]
-    """The ``RunSummary`` of each new summary."""
-    plan: Any
-    """The ``Plan`` it followed."""
-    masking: Any
-    """What the ``hybrid`` policy masked first (a ``MaskPlan``)."""
+    summaries: Sequence[RunSummary]
+    """What summarizing each new run produced."""
+    plan: Plan
+    """The plan it followed."""
+    masking: MaskPlan
+    """What the ``hybrid`` policy masked first."""
     view: list[ViewItem]
     raw_tokens: int
     """The counted (uncalibrated) size of ``view``."""
@@ -85,17 +97,20 @@ class SessionMemo:
 
     def covers(self, chain: Sequence[str]) -> bool:
         """Whether ``chain`` begins with the conversation this memo checked."""
-        return (
-            self.generation is not None
-            and 0 < self.checked <= len(chain)
-            and chain[self.checked - 1] == self.checked_hash
-        )
+        return self.generation is not None and begins_with(chain, self.checked, self.checked_hash)
+
+
+def begins_with(chain: Sequence[str], count: int, digest: str) -> bool:
+    """Whether the conversation hashed by ``chain`` begins with the ``count`` messages whose
+    prefix hashes to ``digest``."""
+    return 0 < count <= len(chain) and chain[count - 1] == digest
 
 
 def extends(chain: Sequence[str], checkpoint: Checkpoint) -> bool:
     """Whether the conversation hashed by ``chain`` begins with the checkpoint's basis."""
-    k = checkpoint.basis_count
-    return checkpoint.applicable and k <= len(chain) and chain[k - 1] == checkpoint.basis_hash
+    return checkpoint.applicable and begins_with(
+        chain, checkpoint.basis_count, checkpoint.basis_hash
+    )
 
 
 def view_of(

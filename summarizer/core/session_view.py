@@ -114,7 +114,7 @@ def session_view(
 
 
 def _summary_view(slot: Slot, messages: list[dict[str, Any]] | None) -> SummaryView:
-    facts = [Fact.model_validate(entry) for entry in slot.ledger if _is_fact(entry)]
+    facts = [fact for entry in slot.ledger if (fact := _fact(entry)) is not None]
     missed = score_summary(slot.summary, facts).missed if slot.summary else facts
     return SummaryView(
         start=slot.start,
@@ -128,12 +128,12 @@ def _summary_view(slot: Slot, messages: list[dict[str, Any]] | None) -> SummaryV
     )
 
 
-def _is_fact(entry: Any) -> bool:
+def _fact(entry: Any) -> Fact | None:
+    """A ledger entry as a fact (None for one that is not a valid fact)."""
     try:
-        Fact.model_validate(entry)
+        return Fact.model_validate(entry)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def row_json(row: SessionRow) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..core.engine import ContextEngine
-from ..core.located import Draft, Located
+from ..core.located import Draft, Located, begins_with
 from ..core.results import PrepareResult
 from ..stores import Store
 from .drive import drive_async, drive_sync
@@ -48,12 +48,8 @@ class AheadJob:
 
     def matches(self, located: Located) -> bool:
         """Whether ``located`` continues the drafted conversation, on the same checkpoint."""
-        chain = located.chain
-        parent = located.checkpoint.id if located.checkpoint is not None else None
-        return (
-            self.basis_count <= len(chain)
-            and chain[self.basis_count - 1] == self.basis_hash
-            and parent == self.parent_id
+        return located.checkpoint_id == self.parent_id and begins_with(
+            located.chain, self.basis_count, self.basis_hash
         )
 
     def done(self) -> bool:
@@ -99,11 +95,6 @@ class AheadJobs:
             except Exception:
                 logger.exception("on_outcome callback failed")
 
-    def running(self) -> int:
-        """Jobs not finished yet."""
-        with self._lock:
-            return sum(1 for job in self._jobs.values() if not job.done())
-
     def current(self, located: Located) -> AheadJob | None:
         """The session's job for this conversation; a job of the session that ``located`` no
         longer continues is cancelled and dropped (``stale``)."""
@@ -135,7 +126,7 @@ class AheadJobs:
                     key=key,
                     basis_count=len(located.chain),
                     basis_hash=located.chain[-1],
-                    parent_id=located.checkpoint.id if located.checkpoint is not None else None,
+                    parent_id=located.checkpoint_id,
                 )
                 self._jobs[key] = job
                 while len(self._jobs) > self.max_kept:

@@ -192,12 +192,11 @@ class ContextManager:
         """What to send for ``located``: its view when no compaction is due (and none is
         ``force``d), else a compaction, one per session at a time across threads and processes
         sharing the store."""
-        if force is None and (done := self.ready(located)) is not None:
-            self.drafts.start(located, summarizer or self._sync)
-            return done
         draft, waited = None, 0.0
         if force is None:
             self.drafts.start(located, summarizer or self._sync)
+            if (done := self.ready(located)) is not None:
+                return done
             if (pending := self.drafts.pending(located)) is not None:
                 if isinstance(pending, PrepareResult):
                     return pending  # over the trigger but fits: its draft is on the way
@@ -243,12 +242,11 @@ class ContextManager:
     ) -> PrepareResult:
         """The async twin of ``compact``: storage and the engine's CPU work run in worker
         threads, summary calls on the event loop."""
-        if force is None and (done := self.ready(located)) is not None:
-            self.drafts.astart(located, summarizer or self._async)
-            return done
         draft, waited = None, 0.0
         if force is None:
             self.drafts.astart(located, summarizer or self._async)
+            if (done := self.ready(located)) is not None:
+                return done
             if (pending := self.drafts.pending(located)) is not None:
                 if isinstance(pending, PrepareResult):
                     return pending  # over the trigger but fits: its draft is on the way
@@ -295,13 +293,10 @@ class ContextManager:
         """Whether a compaction of ``located`` should be drafted ahead of time now."""
         return self.drafts.should_draft(located)
 
-    def ahead(self, located: Located, *, summarizer: SyncSummarizer | None = None) -> None:
-        """Start drafting ``located``'s compaction on a worker thread when it is over the
-        prepare threshold and its session drafts nothing yet (see ``library.ahead``)."""
-        self.drafts.start(located, summarizer or self._sync)
-
     def aahead(self, located: Located, *, summarizer: AsyncSummarizer | None = None) -> None:
-        """``ahead`` for async callers: the draft is a task on the running event loop."""
+        """Start drafting ``located``'s compaction as a task on the running event loop when it
+        is over the prepare threshold and its session drafts nothing yet (the sync callers'
+        drafts start in ``compact``; see ``library.ahead``)."""
         self.drafts.astart(located, summarizer or self._async)
 
     # -- feedback -----------------------------------------------------------------------------

@@ -8,19 +8,11 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from ..stores.redis import display_url
 from .settings import Settings
 
 logger = logging.getLogger("summarizer.proxy")
-
-
-def display_url(url: str) -> str:
-    """``url`` without its userinfo (a password), query or fragment."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return f"{parts.scheme}://{netloc}{parts.path}"
 
 
 def store_line(settings: Settings) -> str:

@@ -25,8 +25,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..core.session_view import SessionView, row_json, session_view, view_json
+from ..core.session_view import row_json, view_json
 from ..stores import ActivityLog, Store
+from ..stores.session_views import load_session_view
 from .access import UI_PAGE, reader_namespace
 from .errors import error_response
 from .state import ProxyState
@@ -114,19 +115,6 @@ async def ui_sessions(request: Request) -> Response:
     )
 
 
-def _load_view(store: Store, namespace: str, session: str) -> SessionView | None:
-    """The view of ``session`` in ``namespace`` (None: the namespace has no such session)."""
-    checkpoints = store.list_session(namespace, session)
-    log = _activity(store)
-    requests = log.session_requests(namespace, session) if log is not None else []
-    if not checkpoints and not requests:
-        return None
-    recordings = log.recordings(namespace, session) if log is not None else []
-    return session_view(
-        namespace, session, checkpoints, requests, recordings[-1] if recordings else None
-    )
-
-
 async def ui_session(request: Request) -> Response:
     """``GET /ui/api/sessions/{id}``: one of the caller's sessions: its requests, and each
     compaction's summaries with what they replaced (when recorded)."""
@@ -135,7 +123,7 @@ async def ui_session(request: Request) -> Response:
     if isinstance(namespace, Response):
         return namespace
     session = request.path_params["session"]
-    view = await asyncio.to_thread(_load_view, state.store, namespace, session)
+    view = await asyncio.to_thread(load_session_view, state.store, namespace, session)
     if view is None:
         return error_response(
             404,
