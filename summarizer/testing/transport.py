@@ -107,10 +107,15 @@ class _Exchange(BaseHTTPRequestHandler):
     # plumbing
 
     def _read_body(self) -> bytes:
+        """The request's body; a client that closes before sending all of it made no request
+        (``ConnectionResetError``: the connection is closed, nothing is recorded), as with any
+        HTTP server."""
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             chunks: list[bytes] = []
             while True:
                 size_line = self.rfile.readline(65_537)
+                if not size_line:
+                    raise ConnectionResetError("the client closed mid-body")
                 size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
                 if size == 0:
                     while self.rfile.readline(65_537) not in (b"\r\n", b"\n", b""):
@@ -119,7 +124,10 @@ class _Exchange(BaseHTTPRequestHandler):
                 chunks.append(self.rfile.read(size))
                 self.rfile.readline(65_537)
         length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
+        body = self.rfile.read(length) if length > 0 else b""
+        if len(body) < length:
+            raise ConnectionResetError("the client closed mid-body")
+        return body
 
     def _headers_dict(self) -> dict[str, str]:
         return {key.lower(): value for key, value in self.headers.items()}
