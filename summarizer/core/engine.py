@@ -36,7 +36,7 @@ from .caches import ChainCache
 from .compaction import commit_draft, draft_compaction
 from .config import CompactionConfig, turn_budget
 from .effects import Effects, FindCheckpoint, Found, RecordUsage, Turn
-from .located import Draft, Located, SessionMemo, extends, view_of
+from .located import Draft, Located, SeenView, SessionMemo, extends, view_of
 from .messages import Message, validate_messages
 from .prompt_set import PromptSet
 from .results import CompactionEvent, PrepareResult, Trigger
@@ -107,11 +107,14 @@ class ContextEngine:
         best = known
         if found.checkpoint is not None and extends(chain, found.checkpoint):
             best = found.checkpoint  # a store must never return another conversation's
+        seen = memo.view if memo is not None else None
+        view = seen.extended(raw, digests, best, counter) if seen is not None else None
+        if view is None:
+            view = view_of(raw, digests, best, counter)
         if chain:
-            self.remember(
-                turn.namespace, session, SessionMemo(best, len(chain), chain[-1], found.generation)
-            )
-        view = view_of(raw, digests, best, counter)
+            seen = SeenView(list(raw), best, counter, view)
+            memo = SessionMemo(best, len(chain), chain[-1], found.generation, seen)
+            self.remember(turn.namespace, session, memo)
         fixed = counter.count_tools(turn.tools) + REPLY_PRIMING_TOKENS
         raw_tokens = fixed + sum(item.tokens for item in view)
         return Located(

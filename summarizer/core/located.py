@@ -5,6 +5,7 @@ Pure: the view is a function of the raw messages and the checkpoint that applies
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -94,10 +95,52 @@ class SessionMemo:
     """...of the conversation whose prefix of ``checked`` messages hashes to this..."""
     generation: int | None
     """...as of this store generation (None: the store cannot tell, so it is never trusted)."""
+    view: SeenView | None = None
+    """The view last measured for the session, which the next request's view extends."""
 
     def covers(self, chain: Sequence[str]) -> bool:
         """Whether ``chain`` begins with the conversation this memo checked."""
         return self.generation is not None and begins_with(chain, self.checked, self.checked_hash)
+
+
+@dataclass(frozen=True, slots=True)
+class SeenView:
+    """A view as measured: the messages it was made of (a copy of the list), the checkpoint and
+    counter it was made under, and its items."""
+
+    messages: list[Message]
+    checkpoint: Checkpoint | None
+    counter: TokenCounter
+    items: list[ViewItem]
+
+    def extended(
+        self,
+        raw: Sequence[Message],
+        digests: Sequence[str],
+        checkpoint: Checkpoint | None,
+        counter: TokenCounter,
+    ) -> list[ViewItem] | None:
+        """``view_of(raw, digests, checkpoint, counter)``, counting only the messages after
+        this view's, when ``raw`` begins with the very same message objects and the
+        checkpoint and counter are the same; None otherwise."""
+        known = len(self.messages)
+        if (
+            checkpoint is not self.checkpoint
+            or counter is not self.counter
+            or len(raw) < known
+            or (checkpoint is not None and known < checkpoint.basis_count)
+            or not all(map(operator.is_, self.messages, raw))
+        ):
+            return None
+        # A checkpoint's slots and overrides all lie below its basis, so the layout of a longer
+        # conversation is the shorter one's followed by the new messages' own indices.
+        return [
+            *self.items,
+            *(
+                ViewItem(raw[i], i, counter.count_message(raw[i], digest=digests[i]))
+                for i in range(known, len(raw))
+            ),
+        ]
 
 
 def begins_with(chain: Sequence[str], count: int, digest: str) -> bool:
