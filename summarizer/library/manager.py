@@ -308,29 +308,29 @@ class ContextManager:
         ignored. The observation is folded into the store's shared calibration too; a store
         that cannot be reached loses it (logged), never the caller's answer.
         """
-        prompt_tokens = _prompt_tokens(usage)
-        record = self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
-        try:
-            self.shared_calibration.share(result, model, prompt_tokens)
-            if record is not None:
-                perform_store(self.store, record)
-        except StoreUnavailable as exc:
-            logger.warning("usage not recorded in the store: %s", exc)
+        self.observe_later(result, usage, model=model)()
 
     async def aobserve(self, result: PrepareResult, usage: Any, *, model: str) -> None:
         """``observe`` for async callers: the store writes run in a worker thread."""
+        await asyncio.to_thread(self.observe_later(result, usage, model=model))
+
+    def observe_later(self, result: PrepareResult, usage: Any, *, model: str) -> Callable[[], None]:
+        """``observe`` in two halves: this session's calibration now, and the returned call,
+        which writes the observation to the store (for a caller that runs it off its critical
+        path; a store that cannot be reached loses it, logged)."""
         prompt_tokens = _prompt_tokens(usage)
         record = self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
+        self.shared_calibration.expect(result.namespace, model)
 
         def write() -> None:
-            self.shared_calibration.share(result, model, prompt_tokens)
-            if record is not None:
-                perform_store(self.store, record)
+            try:
+                self.shared_calibration.share(result, model, prompt_tokens)
+                if record is not None:
+                    perform_store(self.store, record)
+            except StoreUnavailable as exc:
+                logger.warning("usage not recorded in the store: %s", exc)
 
-        try:
-            await asyncio.to_thread(write)
-        except StoreUnavailable as exc:
-            logger.warning("usage not recorded in the store: %s", exc)
+        return write
 
     def close(self) -> None:
         """Cancel drafts under way and close the store."""

@@ -2,8 +2,9 @@
 
 A request only queues its record (no store lock, no disk sync on any request's path); the
 thread writes whatever has queued, every ``interval`` seconds at most, in one transaction. The
-queue is bounded: past ``capacity`` records a record is dropped and counted, never waited for.
-Closing flushes what is queued.
+same thread runs the other store writes a request defers past its answer (``defer``: the usage
+observation that calibrates the shared counts). The queue is bounded: past ``capacity`` items
+an item is dropped and counted, never waited for. Closing flushes what is queued.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..stores import ActivityLog
 logger = logging.getLogger("summarizer.proxy")
 
 Item = tuple[RequestRecord, Callable[[], Recording] | None]
+Deferred = Callable[[], None]
 _STOP = object()
 
 
@@ -38,19 +40,27 @@ class ActivityWriter:
         self.interval = interval
         self.batch = batch
         self.on_drop = on_drop
-        self._queue: queue.Queue[Item | object] = queue.Queue(maxsize=capacity)
+        self._queue: queue.Queue[Item | Deferred | object] = queue.Queue(maxsize=capacity)
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._warned = False
 
     def submit(self, record: RequestRecord, recording: Callable[[], Recording] | None) -> None:
         """Queue one request's record (and, with recording on, how to build its recording)."""
+        self._put((record, recording))
+
+    def _put(self, item: Item | Deferred) -> None:
         self._ensure_started()
         try:
-            self._queue.put_nowait((record, recording))
+            self._queue.put_nowait(item)
         except queue.Full:
             if self.on_drop is not None:
                 self.on_drop()
+
+    def defer(self, write: Deferred) -> None:
+        """Queue a store write that need not happen before the answer is sent (it logs its own
+        failures; one that raises is logged here, once)."""
+        self._put(write)
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued, then stop the thread."""
@@ -73,7 +83,7 @@ class ActivityWriter:
 
     def _run(self) -> None:
         while True:
-            items: list[Item] = []
+            items: list[Item | Deferred] = []
             stop = False
             try:
                 first = self._queue.get(timeout=self.interval)
@@ -96,12 +106,18 @@ class ActivityWriter:
             if stop and self._queue.empty():
                 return
 
-    def _write(self, items: list[Item]) -> None:
-        if not items:
-            return
+    def _write(self, items: list[Item | Deferred]) -> None:
+        records = [item for item in items if isinstance(item, tuple)]
+        for item in items:
+            if not isinstance(item, tuple):
+                try:
+                    item()
+                except Exception:  # the answer is sent: a lost observation is a log line
+                    logger.exception("a deferred store write failed")
         try:
-            self.log.log_requests([record for record, _ in items])
-            for _, recording in items:
+            if records:
+                self.log.log_requests([record for record, _ in records])
+            for _, recording in records:
                 if recording is not None:
                     self.log.record_conversation(recording())
         except Exception as exc:  # the answers are sent: lost log lines must not be errors

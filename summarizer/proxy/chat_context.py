@@ -7,6 +7,7 @@ silently: a warning header, a metric, and one log line per model.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
 from .answers import usable_usage, usage_figures
 from .chat_request import ManagedRequest, summarizer_headers
 from .errors import error_response, store_unavailable_response
+from .fast_path import settle
 from .state import ProxyState
 from .upstream_count import calibrate_by_count
 
@@ -121,6 +123,8 @@ class ChatContext:
         except StoreUnavailable as exc:
             return _store_down(exc)
         self.result = context.ready(self.located)
+        if self.result is not None:
+            settle(self.chat, self.located, self.route)
         if self.result is not None and context.should_draft(self.located):
             summarizer = self._counted(self.chat.summarizer(self.state, self.route))
             context.aahead(self.located, summarizer=summarizer)
@@ -192,10 +196,15 @@ class ChatContext:
 
     async def observe(self, usage: Any) -> None:
         """Calibrate with the provider's reported usage (ignored, and said once per kind of
-        value, when ``prompt_tokens`` is not a positive integer)."""
+        value, when ``prompt_tokens`` is not a positive integer): this session's calibration at
+        once, the store's shared one by the activity writer, off the answer's path."""
         if self.result is None or not isinstance(usage, Mapping):
             return
         self.reported_tokens, self.cached_tokens = usage_figures(usage)
         if not usable_usage(self.state, usage):
             return
-        await self.route.context.aobserve(self.result, usage, model=self.chat.model)
+        write = self.route.context.observe_later(self.result, usage, model=self.chat.model)
+        if self.state.activity is not None:
+            self.state.activity.defer(write)  # past the answer, on the writer's thread
+        else:
+            await asyncio.to_thread(write)
