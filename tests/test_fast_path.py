@@ -387,7 +387,11 @@ class _Relay(BaseHTTPRequestHandler):
     server: Capture
 
     def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["content-length"]))
+        length = int(self.headers["content-length"])
+        body = self.rfile.read(length)
+        if len(body) < length:  # the client gave up mid-body: no request was made
+            self.close_connection = True
+            return
         self.server.bodies.append(body)
         upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream_port, timeout=30)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host",)}

@@ -142,7 +142,8 @@ def serve_command(
         typer.Option(
             "--fast-path/--no-fast-path",
             help="Read a chat request that extends its conversation's previous body from its "
-            "new bytes only (the same bytes go upstream either way). (default: on)",
+            "new bytes only, and stream it upstream as it arrives (the same bytes go upstream "
+            "either way). (default: on)",
             show_default=False,
         ),
     ] = None,

@@ -203,7 +203,7 @@ class RequestGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on, or answer it with the refusal."""
         if scope["type"] == "http":
-            refusal = self._refusal(Headers(scope=scope), scope["path"], scope["method"])
+            refusal = self.refusal(Headers(scope=scope), scope["path"], scope["method"])
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
@@ -214,7 +214,8 @@ class RequestGuard:
             return True
         return self.ui and path == UI_PAGE and method in ("GET", "HEAD")
 
-    def _refusal(self, headers: Headers, path: str, method: str) -> Response | None:
+    def refusal(self, headers: Headers, path: str, method: str) -> Response | None:
+        """The refusal of a request with ``headers`` to ``path``, or None to serve it."""
         if self.hop_name in via_names(headers.getlist("via")):
             return error_response(
                 508,

@@ -51,19 +51,25 @@ def note_after(
     response: Response, state: ProxyState, context: ChatContext, started: float
 ) -> Response:
     """``response``, set to log its request once it has been sent (its stream included)."""
-    writer = state.activity
-    if writer is None:
+    if state.activity is None:
         return response
 
     async def note() -> None:
-        record = request_record(context, status=response.status_code, started=started)
-        if record is None:
-            return
-        recording = _recording(state, context) if state.settings.record else None
-        writer.submit(record, recording)
+        note_request(state, context, status=response.status_code, started=started)
 
     response.background = _chained(response.background, note)
     return response
+
+
+def note_request(state: ProxyState, context: ChatContext, *, status: int, started: float) -> None:
+    """Queue the record of a request whose answer is sent (and its recording, with
+    ``--record``)."""
+    writer = state.activity
+    record = request_record(context, status=status, started=started)
+    if writer is None or record is None:
+        return
+    recording = _recording(state, context) if state.settings.record else None
+    writer.submit(record, recording)
 
 
 def _recording(state: ProxyState, context: ChatContext) -> Callable[[], Recording]:

@@ -144,12 +144,12 @@ def outgoing_body(
     are the client's own objects (from ``body["messages"]``) are sent as the client wrote them.
     """
     needs_usage = stream and not wants_usage(body)
-    if messages is None and not needs_usage:
-        return raw
-    stripped = raw.lstrip()
-    if messages is None and "stream_options" not in body and stripped.startswith(b"{"):
-        # The body is an object with at least "model" and "messages", so a key can lead it.
-        return b"{" + _USAGE_OPTION + stripped[1:]
+    if messages is None:
+        lead = kept_lead(raw, body, stream=stream)
+        if lead == (b"", 0):
+            return raw
+        if lead is not None:
+            return lead[0] + raw[lead[1] :]
     exact = json.loads(raw)
     out = dict(exact)
     if messages is not None:
@@ -166,6 +166,20 @@ def outgoing_body(
             "include_usage": True,
         }
     return _dumps(out)
+
+
+def kept_lead(raw: bytes, body: Mapping[str, Any], *, stream: bool) -> tuple[bytes, int] | None:
+    """How a chat request whose messages are kept goes upstream, as ``(lead, skip)``: its
+    bytes are ``lead + raw[skip:]`` (``(b"", 0)``: the client's own bytes; a stream gains
+    ``stream_options.include_usage`` at the front, so the proxy sees the usage). None when it
+    must be serialized anew (a stream whose ``stream_options`` lacks ``include_usage``)."""
+    if not stream or wants_usage(body):
+        return b"", 0
+    stripped = raw.lstrip()
+    if "stream_options" not in body and stripped.startswith(b"{"):
+        # The body is an object with at least "model" and "messages", so a key can lead it.
+        return b"{" + _USAGE_OPTION, len(raw) - len(stripped) + 1
+    return None
 
 
 def replaced_body(raw: bytes, body: Mapping[str, Any], fields: Mapping[str, Any]) -> bytes:

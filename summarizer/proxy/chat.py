@@ -19,7 +19,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import httpx2
@@ -114,17 +114,22 @@ class ChatExchange:
         content = await self._read(response)
         if isinstance(content, Response):
             return content
+        return await self.answer(response.status_code, response.headers.items(), content)
+
+    async def answer(
+        self, status: int, upstream_headers: Iterable[tuple[str, str]], content: bytes
+    ) -> Response:
+        """The answer to relay for a whole upstream answer (its usage observed) when it is a
+        JSON object, else a 502."""
         completion = json_object(content)
         if completion is None:
-            return invalid_answer(self.state, response.status_code, self.context.route)
+            return invalid_answer(self.state, status, self.context.route)
         await self.context.observe(self.chat.answer_usage(completion))
-        if response.is_success and self.chat.rewrite_answer(completion, self.context.result):
+        if 200 <= status < 300 and self.chat.rewrite_answer(completion, self.context.result):
             content = json.dumps(completion).encode()
-        headers = {
-            k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
-        }
+        headers = {k: v for k, v in response_headers(upstream_headers) if k != "content-encoding"}
         headers.update(self.context.headers())
-        return Response(content, status_code=response.status_code, headers=headers)
+        return Response(content, status_code=status, headers=headers)
 
     async def send_with_retry(self) -> tuple[httpx2.Response | Response, bytes | None]:
         """Send; on ``context_length_exceeded`` compact harder and send once more (the one
@@ -196,15 +201,20 @@ class ChatExchange:
         headers.update(self.context.headers())
         self.overhead.finish()
         return StreamingResponse(
-            self.relay(response), status_code=response.status_code, headers=headers
+            self.relay(response.aiter_bytes(), response.aclose),
+            status_code=response.status_code,
+            headers=headers,
         )
 
-    async def relay(self, response: httpx2.Response) -> AsyncIterator[bytes]:
-        """The upstream's events as they arrive, minus a usage chunk the client did not want."""
+    async def relay(
+        self, chunks: AsyncIterator[bytes], close: Callable[[], Awaitable[None]]
+    ) -> AsyncIterator[bytes]:
+        """The upstream's events (its body's ``chunks``) as they arrive, minus a usage chunk the
+        client did not want; ``close`` releases the upstream answer at the end."""
         splitter = sse.EventSplitter()
         rewrite = self.chat.event_rewriter(self.context.result)
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in chunks:
                 out = []
                 for event in splitter.feed(chunk):
                     usage = self.chat.event_usage(event)
@@ -231,7 +241,7 @@ class ChatExchange:
                 )
             )
         finally:
-            await response.aclose()
+            await close()
 
     async def relay_after_compaction(
         self, task: asyncio.Task[Response | None]
@@ -274,7 +284,7 @@ class ChatExchange:
         if content is not None:
             yield error_event(upstream_error_payload(response.status_code, content))
             return
-        async for piece in self.relay(response):
+        async for piece in self.relay(response.aiter_bytes(), response.aclose):
             yield piece
 
 
@@ -286,6 +296,10 @@ class _Overflowed(Exception):
         self.response = response
         self.content = content
 
+
+HANDED_OVER = "summarizer.handed_over"
+"""Where, in the ASGI ``state`` of a request the lane (``proxy.lane``) hands over to this path,
+it leaves what its fast path made of the body: the request, or None (parse it whole)."""
 
 Parse = Callable[[bytes, Any], ManagedRequest | Response]
 """Parses and checks a request body (with its headers): the request, or the 4xx answer."""
@@ -309,7 +323,10 @@ async def serve_managed(request: Request, parse: Parse) -> Response:
         )
     fast = state.fast_path if parse is parse_chat_request else None
     parsed: ManagedRequest | Response | None = None
-    if fast is not None:
+    handed = request.scope.get("state") or {}
+    if HANDED_OVER in handed:  # the lane tried this body already
+        parsed = handed[HANDED_OVER]
+    elif fast is not None:
         parsed = fast.parse(raw, request.headers)
     if parsed is None:
         work = functools.partial(_parse_whole, parse, fast, raw, request.headers)

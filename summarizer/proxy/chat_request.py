@@ -17,6 +17,7 @@ from .errors import error_response
 from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
 
 if TYPE_CHECKING:
+    from .fast_path import Remembered
     from .model_routes import ModelRoute
     from .state import ProxyState
 
@@ -138,6 +139,10 @@ class ChatRequest(ParsedRequest):
     front_door: ClassVar[str] = "chat"
     by_orjson: bool = False
     """Whether orjson read the whole body (the fast path builds only on such bodies)."""
+    remembered: Remembered | None = None
+    """The fast path's memory of this body (None: not remembered)."""
+    previous: Remembered | None = None
+    """The remembered body this one was read from, when the fast path read it."""
 
     def turn(self) -> Turn:
         """The request as the engine sees it."""

@@ -40,8 +40,10 @@ from typing import Any, Literal
 import orjson
 from starlette.responses import Response
 
+from ..core.located import Located
 from .body import MAX_JSON_DEPTH, deeper_than
-from .chat_request import ChatRequest, sender
+from .chat_request import ChatRequest, ManagedRequest, sender
+from .model_routes import ModelRoute
 
 Outcome = Literal["same", "appended", "no_match", "unproven", "not_learned"]
 """``same``: no new message; ``appended``: new messages parsed alone; ``no_match``: no
@@ -66,15 +68,36 @@ _COMMA = ord(",")
 
 
 @dataclass(eq=False, slots=True)
-class _Known:
+class Remembered:
     """A remembered body: its bytes, where its last message ends and its ``]`` closing
-    ``messages`` stands, and its parse."""
+    ``messages`` stands, and its parse (read-only once remembered)."""
 
     raw: bytes
     end: int
     close: int
     body: dict[str, Any]
     key: tuple[str, str | None, bytes]
+    settled: Settled | None = None
+    """Its request's figures, once located with no compaction due."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What locating a remembered body's request found: the route it went to, its counted size
+    (uncalibrated, fixed tokens included) and its trigger. A body that extends it by text alone
+    can be bounded from these without counting (``proxy.lane``)."""
+
+    route: ModelRoute
+    raw_tokens: int
+    trigger_tokens: int
+
+
+def settle(request: ManagedRequest, located: Located, route: ModelRoute) -> None:
+    """Note on ``request``'s remembered body that it was located with no compaction due."""
+    if isinstance(request, ChatRequest) and request.remembered is not None:
+        request.remembered.settled = Settled(
+            route, located.raw_tokens, located.budget.trigger_tokens
+        )
 
 
 class FastPath:
@@ -93,8 +116,8 @@ class FastPath:
         self._max_bodies = max_bodies
         self._max_bytes = max_bytes
         self._count = count or (lambda outcome: None)
-        self._groups: dict[tuple[str, str | None, bytes], list[_Known]] = {}
-        self._recent: OrderedDict[int, _Known] = OrderedDict()
+        self._groups: dict[tuple[str, str | None, bytes], list[Remembered]] = {}
+        self._recent: OrderedDict[int, Remembered] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -129,7 +152,8 @@ class FastPath:
             new, end, close = extended
             body = dict(known.body)
             body["messages"] = [*known.body["messages"], *new]
-            self._replace(known, _Known(raw, end, close, body, key))
+            remembered = Remembered(raw, end, close, body, key)
+            self._replace(known, remembered)
             self._count("appended" if new else "same")
             return ChatRequest(
                 raw,
@@ -140,9 +164,22 @@ class FastPath:
                 who[1],
                 headers,
                 True,
+                remembered,
+                known,
             )
         self._count(outcome)
         return None
+
+    def newest(self, first: bytes, headers: Any) -> Remembered | None:
+        """The most recently remembered body of the conversation whose body begins with
+        ``first`` (at least ``KEY_BYTES`` bytes) and has ``headers``: the one its next request
+        most likely extends (the lane streams on that guess; ``parse`` proves it)."""
+        who = sender(headers)
+        if isinstance(who, Response) or len(first) < KEY_BYTES:
+            return None
+        with self._lock:
+            group = self._groups.get((who[0], who[1], first[:KEY_BYTES]))
+            return group[0] if group else None
 
     def learn(self, request: ChatRequest) -> None:
         """Remember a request parsed whole, once its messages array is located for sure."""
@@ -154,11 +191,12 @@ class FastPath:
             self._count("not_learned")
             return
         key = (request.namespace, request.session, request.raw[:KEY_BYTES])
-        self._replace(None, _Known(request.raw, *located, request.body, key))
+        request.remembered = Remembered(request.raw, *located, request.body, key)
+        self._replace(None, request.remembered)
 
     # -- bookkeeping ----------------------------------------------------------------------------
 
-    def _replace(self, old: _Known | None, new: _Known) -> None:
+    def _replace(self, old: Remembered | None, new: Remembered) -> None:
         """Remember ``new`` in place of ``old`` (the body it extends), within the bounds."""
         with self._lock:
             if old is not None and self._recent.pop(id(old), None) is not None:
@@ -174,11 +212,11 @@ class FastPath:
             ):
                 self._forget(next(iter(self._recent.values())))
 
-    def _forget(self, known: _Known) -> None:
+    def _forget(self, known: Remembered) -> None:
         del self._recent[id(known)]
         self._drop(known)
 
-    def _drop(self, known: _Known) -> None:
+    def _drop(self, known: Remembered) -> None:
         self._bytes -= len(known.raw)
         group = self._groups.get(known.key)
         if group is not None:
@@ -187,7 +225,7 @@ class FastPath:
                 del self._groups[known.key]
 
 
-def _extend(known: _Known, raw: bytes) -> tuple[list[Any], int, int] | str | None:
+def _extend(known: Remembered, raw: bytes) -> tuple[list[Any], int, int] | str | None:
     """The messages ``raw`` appends to ``known``, and where its last message ends and its
     messages array closes; None when ``raw`` does not extend ``known``'s bytes, ``"unproven"``
     when it does but the new bytes are not a plain list of JSON values."""

@@ -132,6 +132,15 @@ class ProxyMetrics:
             ["outcome"],
             registry=r,
         )
+        self.lane = Counter(
+            "summarizer_lane_requests",
+            "Chat requests the lane claimed (streamed upstream as they arrived, see "
+            "summarizer.proxy.lane), by what became of them: 'taken' (answered on the lane), "
+            "'handed_over' (given to the full path: no remembered body to extend, bytes that "
+            "differ, a body the fast path could not prove, a compaction due, a slow client).",
+            ["outcome"],
+            registry=r,
+        )
         self.activity_dropped = Counter(
             "summarizer_activity_dropped",
             "Request records not written to the activity log because its queue was full.",

@@ -108,8 +108,9 @@ class Settings(ConfigurationModel):
     each request and from which it builds the Response (see the README for what is lost)."""
     fast_path: bool = True
     """Read a chat request that extends its conversation's previous body from its new bytes
-    only (``proxy.fast_path``); off, every body is parsed whole. Either way the same bytes go
-    upstream."""
+    only (``proxy.fast_path``), and stream such a request upstream as its bytes arrive, proving
+    it before its last byte goes (``proxy.lane``); off, every body is read whole, then parsed
+    and sent. Either way the same bytes go upstream."""
     record: bool = False
     """Keep each session's latest conversation (credentials and credential-shaped strings
     redacted) in the store, for ``summarizer export`` and ``/ui``. Off by default: without it

@@ -29,6 +29,7 @@ from .headers import request_headers
 from .metrics import ProxyMetrics
 from .model_routes import ModelRoute, RouteTable
 from .settings import Settings
+from .wire import WirePool
 
 logger = logging.getLogger("summarizer.proxy")
 
@@ -71,7 +72,11 @@ class ProxyState:
         )
         """Writes the activity log in batches off the request path (None: the store keeps none)."""
         self._transport = transport
+        self.custom_transport = transport is not None
+        """Whether the upstream transport was replaced (the lane, which has its own, is off)."""
         self._http: httpx2.AsyncClient | None = None
+        self.wire_pool: WirePool | None = None
+        """The lane's upstream connections (``proxy.lane``), open while the proxy serves."""
         self.upstream_host = self.routes.default.host
         """The top-level upstream, as named in messages (a route's own is ``route.host``)."""
         self.hop_name = f"summarizer-{secrets.token_hex(8)}"
@@ -105,12 +110,19 @@ class ProxyState:
             # Shared by every client: an upstream's Set-Cookie must never reach another client.
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
         )
+        if self.fast_path is not None and self._transport is None:
+            self.wire_pool = WirePool(
+                connect_timeout=30.0, read_timeout=self.settings.upstream_timeout
+            )
 
     async def close(self) -> None:
         """Close the connection pool, write the queued activity, and close the store unless the
         caller passed it in."""
         if self.activity is not None:
             await asyncio.to_thread(self.activity.close)
+        if self.wire_pool is not None:
+            self.wire_pool.close()
+            self.wire_pool = None
         if self._http is not None:
             await self._http.aclose()
             self._http = None

@@ -1,0 +1,667 @@
+"""The lane: a chat request that extends its conversation's previous body is sent upstream as
+its bytes arrive, and answered without the ASGI stack.
+
+An agent's next request is its previous body plus a turn. When a ``POST /v1/chat/completions``
+begins with the bytes of a body the fast path remembers (``FastPath.newest``), the lane opens an
+upstream request on that guess and streams the body to it while the client is still sending,
+checking each byte of the remembered prefix as it comes. It holds back the body's last byte, so
+the upstream cannot act on the request, until the whole body is in and proven:
+
+- the fast path reads it (``FastPath.parse``: the same request parsing it whole would give);
+- the engine locates it and no compaction is due, and its route is the one the guess opened;
+- the bytes due upstream (``ChatContext.outgoing``) are exactly the ones streamed.
+
+Then the last byte goes, and the answer is relayed with the full path's own code
+(``ChatExchange.answer`` and ``relay``): usage observed, ``x-summarizer-*`` headers, the
+activity log. Anything else, at any point (no remembered body, a differing byte, a body not
+proven, a compaction due, a slow client, an overflow answer), hands the request over to the
+full path (uvicorn's own request cycle and the app), with the bytes read so far, and drops the
+upstream connection: a request whose body never ended is never acted on.
+
+Why: moving a 100k-token body through the ASGI server, the app and a client library costs more
+than the proxy's own work on it, and the upstream cannot start reading until the proxy has read
+it all. Here the two transfers overlap and a request costs what its new bytes cost.
+
+``LaneProtocol`` is uvicorn's httptools protocol with the lane in front of its request cycle;
+``lane_protocol`` returns it for a proxy, or None where it cannot run (see there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import time
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import httpx2
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
+from uvicorn.protocols.utils import get_client_addr
+
+from ..core.errors import InvalidConversation
+from ..core.messages import validate_messages
+from .access import RequestGuard
+from .activity import note_request
+from .answers import broken_off, is_context_length
+from .body import kept_lead
+from .chat import HANDED_OVER, ChatExchange
+from .chat_request import ChatRequest
+from .errors import error_response
+from .fast_path import KEY_BYTES, Remembered
+from .headers import response_headers
+from .model_routes import ModelRoute
+from .state import ProxyState
+from .wire import Origin, WireConnection, origin_of
+
+logger = logging.getLogger("summarizer.proxy")
+
+PATH = b"/v1/chat/completions"
+UPSTREAM_PATH = ChatRequest.upstream_path
+
+_CYCLE_PARAMETERS = {
+    "scope",
+    "transport",
+    "flow",
+    "logger",
+    "access_logger",
+    "access_log",
+    "default_headers",
+    "message_event",
+    "expect_100_continue",
+    "keep_alive",
+    "on_response",
+}
+
+
+def lane_protocol(state: ProxyState) -> type[HttpToolsProtocol] | None:
+    """uvicorn's HTTP protocol with the lane, for ``state``'s proxy; None when the lane cannot
+    run: the fast path is off, a custom upstream transport is set, an HTTP proxy is configured
+    in the environment (the full path's client goes through it; the lane would not), or this
+    uvicorn's request cycle is not the one the lane was written against."""
+    if state.fast_path is None or state.custom_transport:
+        return None
+    if {k: v for k, v in urllib.request.getproxies().items() if k != "no"}:
+        logger.info("the lane is off: an HTTP proxy is configured in the environment")
+        return None
+    parameters = set(inspect.signature(RequestResponseCycle.__init__).parameters) - {"self"}
+    hooks = ("_start_asgi_task", "on_response_complete", "on_headers_complete", "on_body")
+    if parameters != _CYCLE_PARAMETERS or not all(hasattr(HttpToolsProtocol, h) for h in hooks):
+        logger.info("the lane is off: this uvicorn's request cycle is not the one it knows")
+        return None
+    guard = RequestGuard(_unused_app, settings=state.settings, hop_name=state.hop_name)
+    return type("LaneProtocol", (LaneProtocol,), {"proxy": state, "guard": guard})
+
+
+async def _unused_app(scope: Any, receive: Any, send: Any) -> None:  # pragma: no cover
+    raise RuntimeError("the lane's guard only answers refusal()")
+
+
+class LaneProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with the lane claiming the chat requests it may take."""
+
+    proxy: ClassVar[ProxyState]
+    guard: ClassVar[RequestGuard]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._claiming = 0
+        self._stashed: tuple[RequestResponseCycle, Any] | None = None
+        self.receiving: LaneRequest | None = None
+        """The lane request whose body is arriving."""
+        self.running: set[LaneRequest] = set()
+
+    def on_headers_complete(self) -> None:
+        self.receiving = None
+        self._stashed = None
+        self._claiming = self._claimable()
+        try:
+            super().on_headers_complete()
+        finally:
+            claimed, self._claiming = self._claiming, 0
+        if self._stashed is not None:
+            cycle, app = self._stashed
+            self._stashed = None
+            self.receiving = LaneRequest(self, cycle, app, claimed)
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        if self._claiming and app is self.app:
+            self._stashed = (cycle, app)  # the lane's, until it hands it over
+            return
+        super()._start_asgi_task(cycle, app)
+
+    def start_cycle(self, cycle: RequestResponseCycle, app: Any) -> None:
+        """Run ``cycle`` through the app, as uvicorn does (a request handed over)."""
+        super()._start_asgi_task(cycle, app)
+
+    def on_body(self, body: bytes) -> None:
+        if self.receiving is None:
+            super().on_body(body)
+        else:
+            self.receiving.feed(body)
+
+    def on_message_complete(self) -> None:
+        lane, self.receiving = self.receiving, None
+        if lane is None:
+            super().on_message_complete()
+        else:
+            lane.complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for lane in [*self.running, *([self.receiving] if self.receiving else [])]:
+            lane.client_gone()
+        super().connection_lost(exc)
+
+    def _claimable(self) -> int:
+        """The body length of a request the lane may claim, else 0."""
+        if self.url != PATH or self.expect_100_continue or self.root_path:
+            return 0
+        if self.parser.get_method() != b"POST" or self.parser.get_http_version() != "1.1":
+            return 0
+        length = None
+        for name, value in self.headers:
+            if name == b"content-length":
+                if length is not None or not value.isdigit():
+                    return 0
+                length = int(value)
+            elif name in (b"transfer-encoding", b"upgrade"):
+                return 0
+        settings = self.proxy.settings
+        if length is None or not KEY_BYTES <= length <= settings.max_body_bytes:
+            return 0
+        if self.proxy.wire_pool is None:
+            return 0
+        if self.guard.refusal(Headers(raw=self.headers), PATH.decode(), "POST") is not None:
+            return 0
+        return length
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where a route's chat requests go: the connection's origin, the request target and the
+    ``Host`` header."""
+
+    origin: Origin
+    path: str
+    host: str
+
+
+@functools.lru_cache(maxsize=256)
+def _target(route: ModelRoute) -> _Target:
+    url = httpx2.URL(route.url(UPSTREAM_PATH))
+    return _Target(origin_of(str(url)), url.raw_path.decode("ascii"), url.netloc.decode("ascii"))
+
+
+_MAY_END = b"} \t\r\n"
+"""Bytes a JSON object's text can end with."""
+
+MESSAGE_SLACK = 16
+"""Tokens allowed per new message beyond its bytes (role and separators, as counted)."""
+
+
+def _text_only(message: Any) -> bool:
+    """Whether a message's content is text alone (an image's tokens are not bounded by its
+    bytes)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if content is None or isinstance(content, str):
+        return True
+    return isinstance(content, list) and all(
+        isinstance(part, dict) and part.get("type") == "text" for part in content
+    )
+
+
+class LaneRequest:
+    """One claimed request: its body streamed upstream on a guess, then proven, answered, or
+    handed over."""
+
+    def __init__(
+        self, protocol: LaneProtocol, cycle: RequestResponseCycle, app: Any, length: int
+    ) -> None:
+        self.protocol = protocol
+        self.cycle = cycle
+        self.app = app
+        self.length = length
+        self.state = protocol.proxy
+        self.started = time.time()
+        self.headers = Headers(raw=list(cycle.scope["headers"]))
+        self.buffer = bytearray()
+        self.checked = 0
+        """Bytes of the body found equal to the guessed body's (up to its last message)."""
+        self.sent = 0
+        """Body bytes written upstream (the body's own offsets)."""
+        self.known: Remembered | None = None
+        self.route: ModelRoute | None = None
+        self.target: _Target | None = None
+        self.lead = (b"", 0)
+        self.wire: WireConnection | None = None
+        self.connecting: asyncio.Task[None] | None = None
+        self.handed = False
+        self.written = False
+        """Whether any of the answer has been written to the client."""
+        self.task: asyncio.Task[None] | None = None
+        loop = protocol.loop
+        self.timer = loop.call_later(self.state.settings.body_read_timeout, self._too_slow)
+
+    # -- the body, as it arrives -------------------------------------------------------------
+
+    def feed(self, body: bytes) -> None:
+        """More of the body: checked against the guess and streamed upstream."""
+        self.buffer += body
+        if self.known is None:
+            if len(self.buffer) < KEY_BYTES:
+                return
+            if not self._guess():
+                self.hand_over(None, whole=False)
+                return
+        if not self._matches():
+            self.hand_over(None, whole=False)
+            return
+        self._stream()
+
+    def complete(self) -> None:
+        """The whole body is in: prove it, then answer it on the lane or hand it over."""
+        self.timer.cancel()
+        if self.handed:
+            return
+        if self.known is None:
+            self.hand_over(None, whole=True)
+            return
+        raw = bytes(self.buffer)
+        fast = self.state.fast_path
+        assert fast is not None
+        parsed = fast.parse(raw, self.headers)
+        if parsed is None:
+            self.hand_over(None, whole=True, tried=True)
+            return
+        early = self.wire is not None and self._fits_unlocated(parsed)
+        if early:
+            self._send_rest(raw)
+        self.task = self.protocol.loop.create_task(self._run(parsed, early))
+        self.protocol.running.add(self)
+        self.task.add_done_callback(lambda _: self.protocol.running.discard(self))
+
+    def _guess(self) -> bool:
+        """Open the upstream request for the body this one most likely extends."""
+        fast = self.state.fast_path
+        assert fast is not None
+        known = fast.newest(bytes(self.buffer[:KEY_BYTES]), self.headers)
+        if known is None or known.end > self.length:
+            return False
+        lead = kept_lead(known.raw, known.body, stream=known.body.get("stream") is True)
+        if lead is None:
+            return False
+        self.known, self.lead, self.sent = known, lead, lead[1]
+        self.route = self.state.route_for(known.body["model"])
+        self.target = _target(self.route)
+        pool = self.state.wire_pool
+        assert pool is not None
+        wire = pool.idle(self.target.origin)
+        if wire is None:
+            self.connecting = self.protocol.loop.create_task(self._connect(self.target.origin))
+        else:
+            self._begin(wire)
+        return True
+
+    def _head(self) -> bytes:
+        """The upstream request's head: the full path's headers (``forward_headers`` plus the
+        client library's defaults it would add), for the guessed route."""
+        assert self.route is not None and self.target is not None
+        forwarded = self.state.forward_headers(
+            self.headers, drop=("accept-encoding",), api="openai", route=self.route
+        )
+        names = {name for name, _ in forwarded}
+        defaults = [
+            (name, value)
+            for name, value in self.state.http.headers.items()
+            if name not in names and name != "accept-encoding"
+        ]
+        size = self.length - self.lead[1] + len(self.lead[0])
+        lines = [
+            f"POST {self.target.path} HTTP/1.1",
+            f"host: {self.target.host}",
+            *(f"{name}: {value}" for name, value in [*defaults, *forwarded]),
+            "accept-encoding: identity",
+            f"content-length: {size}",
+        ]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    def _sendable(self) -> int:
+        """How much of the body may go upstream before it is proven: never its last byte (the
+        upstream cannot act on an unfinished body), and never a prefix that ends with ``}`` and
+        whitespace, so that even a server that took a cut-off body as whole could not read a
+        JSON object from it."""
+        until = min(len(self.buffer), self.length - 1)
+        while until > self.sent and self.buffer[until - 1] in _MAY_END:
+            until -= 1
+        return until
+
+    def _begin(self, wire: WireConnection) -> None:
+        self.wire = wire
+        until = max(self._sendable(), self.sent)
+        # One write for the head and the body so far: each write is a system call.
+        wire.begin(b"".join((self._head(), self.lead[0], self.buffer[self.sent : until])))
+        self.sent = max(self.sent, until)
+
+    async def _connect(self, origin: Any) -> None:
+        pool = self.state.wire_pool
+        assert pool is not None
+        try:
+            wire = await pool.connect(origin)
+        except httpx2.TransportError:
+            return  # the full path will meet the same upstream and answer for it
+        if self.handed:
+            wire.abandon()
+            pool.release(wire)
+            return
+        self._begin(wire)
+
+    def _matches(self) -> bool:
+        """Whether the bytes in so far agree with the guessed body up to its last message."""
+        assert self.known is not None
+        end = min(len(self.buffer), self.known.end)
+        if self.checked < end:
+            # startswith on a memoryview is one memcmp (comparing memoryviews goes byte by byte).
+            if not self.known.raw.startswith(
+                memoryview(self.buffer)[self.checked : end], self.checked
+            ):
+                return False
+            self.checked = end
+        return True
+
+    def _stream(self) -> None:
+        """Write upstream what has arrived, short of anything that could end the body."""
+        if self.wire is None:
+            return
+        until = self._sendable()
+        if until > self.sent:
+            self.wire.write(bytes(memoryview(self.buffer)[self.sent : until]))
+            self.sent = until
+
+    def _too_slow(self) -> None:
+        """The client takes longer than ``body_read_timeout``: the full path times it."""
+        if not self.handed:
+            self.hand_over(None, whole=False)
+
+    # -- handing over -------------------------------------------------------------------------
+
+    def hand_over(self, parsed: ChatRequest | None, *, whole: bool, tried: bool = False) -> None:
+        """Give the request to uvicorn's cycle and the app, with the body read so far."""
+        if self.handed:
+            return
+        self.handed = True
+        self.timer.cancel()
+        self._drop_upstream()
+        self.state.metrics.lane.labels("handed_over").inc()
+        protocol, cycle = self.protocol, self.cycle
+        if protocol.receiving is self:
+            protocol.receiving = None  # the rest of the body goes to uvicorn's on_body
+        cycle.body = self.buffer
+        if whole:
+            cycle.more_body = False
+            if parsed is not None or tried:
+                cycle.scope["state"][HANDED_OVER] = parsed
+        elif len(cycle.body) > HIGH_WATER_LIMIT:
+            protocol.flow.pause_reading()
+        cycle.message_event.set()
+        protocol.start_cycle(cycle, self.app)
+
+    def _drop_upstream(self) -> None:
+        """Close the guessed upstream request, unfinished: the upstream never acts on it."""
+        if self.connecting is not None:
+            self.connecting.cancel()
+        if self.wire is not None:
+            self.wire.abandon()
+            pool = self.state.wire_pool
+            if pool is not None:
+                pool.release(self.wire)
+
+    def client_gone(self) -> None:
+        """The client closed its connection: a body still arriving is handed over (the full
+        path notes a client gone mid-upload, 499); an answer under way is dropped."""
+        self.timer.cancel()
+        if self.task is not None:
+            self.task.cancel()
+            self.handed = True
+            self._drop_upstream()
+        elif not self.handed:
+            self.hand_over(None, whole=False)
+
+    # -- the answer ---------------------------------------------------------------------------
+
+    async def _run(self, parsed: ChatRequest, early: bool) -> None:
+        """``_answer``, with an unexpected error answered as the app answers one: a 500 in
+        the API's shape (when nothing is written yet) and a logged traceback."""
+        try:
+            await self._answer(parsed, early)
+        except Exception as exc:
+            logger.error("unhandled error on the lane: %s", type(exc).__name__, exc_info=exc)
+            self._drop_upstream()
+            if not self.cycle.response_complete and not self.written:
+                self.written = True
+                failure = error_response(
+                    500,
+                    "The summarizer proxy failed to handle this request.",
+                    type="server_error",
+                    code="internal_error",
+                )
+                self.protocol.transport.write(
+                    self._status_and_headers(500, failure.raw_headers, chunked=False)
+                    + bytes(failure.body)
+                )
+                self.state.metrics.requests.labels("chat", "500").inc()
+            self.protocol.transport.close()
+
+    def _fits_unlocated(self, parsed: ChatRequest) -> bool:
+        """Whether ``parsed`` provably needs no compaction without locating it: it extends a
+        body whose request was located with none due, by text messages that are valid and whose
+        bytes bound their tokens, on the same route and to the same bytes upstream. Then its
+        last byte goes at once and the engine locates it while the upstream works."""
+        previous = parsed.previous
+        settled = previous.settled if previous is not None else None
+        if previous is None or settled is None or settled.route != self.route:
+            return False
+        if kept_lead(parsed.raw, parsed.body, stream=parsed.stream) != self.lead:
+            return False
+        messages = parsed.body["messages"]
+        start = len(previous.body["messages"])
+        if not all(map(_text_only, messages[start:])):
+            return False
+        try:
+            validate_messages(messages, start=start)
+        except InvalidConversation:
+            return False
+        # A token covers at least one byte of text, and the JSON of a text at least its bytes;
+        # the margin covers the counter's own rendering of tool calls and names.
+        added = len(parsed.raw) - len(previous.raw)
+        bound = settled.raw_tokens + added + added // 4 + MESSAGE_SLACK * (len(messages) - start)
+        calibration = self.route.context.engine.calibration
+        return calibration.apply(parsed.model, bound, parsed.namespace) <= settled.trigger_tokens
+
+    def _send_rest(self, raw: bytes) -> None:
+        """Send the body's last bytes: from here the lane answers, whatever comes."""
+        assert self.wire is not None
+        self.handed = True
+        self.timer.cancel()
+        self.wire.write(raw[self.sent :])
+        self.sent = len(raw)
+
+    async def _answer(self, parsed: ChatRequest, early: bool) -> None:
+        exchange = ChatExchange(self.state, parsed)
+        context = exchange.context
+        locating: asyncio.Task[Response | None] | None = None
+        if early:
+            locating = asyncio.ensure_future(context.locate())
+        else:
+            invalid = await context.locate()
+            if (
+                invalid is not None
+                or context.due
+                or context.result is None
+                or context.route != self.route
+                or not self._streamed_is(context.outgoing(), parsed.raw)
+            ):
+                self.hand_over(parsed, whole=True)
+                return
+            if self.connecting is not None:
+                await asyncio.shield(self.connecting)
+            if self.wire is None:  # the connection failed
+                self.hand_over(parsed, whole=True)
+                return
+            self._send_rest(parsed.raw)
+        wire = self.wire
+        assert wire is not None
+        exchange.overhead.pause()
+        try:
+            await wire.response_head()
+        except httpx2.TransportError as exc:
+            wire.abandon()
+            await self._located(locating, exchange)
+            self._finish(exchange, self.state.upstream_failure(exc, context.route))
+            return
+        finally:
+            exchange.overhead.resume()
+        await self._located(locating, exchange)
+        status = wire.status
+        upstream = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in wire.headers]
+        streamed = dict(upstream).get("content-type", "").startswith("text/event-stream")
+        if 200 <= status < 300 and parsed.stream and streamed:
+            await self._relay(exchange, status, upstream, wire)
+            return
+        try:
+            exchange.overhead.pause()
+            content = await wire.read()
+        except httpx2.TransportError as exc:
+            self._finish(exchange, broken_off(self.state, exc, context.route))
+            return
+        finally:
+            exchange.overhead.resume()
+            self._release(wire)
+        if 200 <= status < 300:
+            self._finish(exchange, await exchange.answer(status, upstream, content))
+            return
+        self.state.metrics.upstream_errors.labels(str(status)).inc()
+        if is_context_length(status, content):
+            # The full path compacts and retries once; it meets this answer again first.
+            self.handed, self.wire = False, None
+            self.hand_over(parsed, whole=True)
+            return
+        headers = {k: v for k, v in response_headers(upstream) if k != "content-encoding"}
+        if not parsed.stream:
+            headers.update(context.headers())
+        self._finish(exchange, Response(content, status_code=status, headers=headers))
+
+    async def _located(
+        self, locating: asyncio.Task[Response | None] | None, exchange: ChatExchange
+    ) -> None:
+        """Wait for the locating of a request sent before it (done while the upstream
+        worked)."""
+        if locating is None:
+            return
+        exchange.overhead.pause()
+        try:
+            invalid = await locating
+        finally:
+            exchange.overhead.resume()
+        context = exchange.context
+        if invalid is not None or context.due:
+            # The bound said it fits and the count says otherwise: the next request compacts.
+            self.state.metrics.lane.labels("sent_over_bound").inc()
+            located = context.located
+            logger.warning(
+                "the lane sent a request its bound said fits, which the count puts at %s tokens "
+                "(trigger %s)",
+                located.calibrated_tokens if located else "?",
+                located.budget.trigger_tokens if located else "?",
+            )
+
+    def _streamed_is(self, outgoing: bytes, raw: bytes) -> bool:
+        """Whether ``outgoing`` is the bytes the lane streams for ``raw``."""
+        lead, skip = self.lead
+        if outgoing is raw:
+            return not lead and not skip
+        return outgoing == lead + raw[skip:]
+
+    def _release(self, wire: WireConnection) -> None:
+        self.wire = None
+        pool = self.state.wire_pool
+        if pool is not None:
+            pool.release(wire)
+        else:
+            wire.abandon()
+
+    async def _relay(
+        self,
+        exchange: ChatExchange,
+        status: int,
+        upstream: list[tuple[str, str]],
+        wire: WireConnection,
+    ) -> None:
+        """Relay an event stream, chunked, as the full path's ``relay`` rewrites it."""
+        headers = {k: v for k, v in response_headers(upstream) if k != "content-encoding"}
+        headers.update(exchange.context.headers())
+        exchange.overhead.finish()
+        head = Response(b"", status_code=status, headers=headers)
+        raw_headers = [(k, v) for k, v in head.raw_headers if k != b"content-length"]
+        transport = self.protocol.transport
+        self.written = True
+        transport.write(self._status_and_headers(status, raw_headers, chunked=True))
+
+        async def close() -> None:
+            self._release(wire)
+
+        async for piece in exchange.relay(wire.body(), close):
+            if transport.is_closing():
+                return  # the client went away: client_gone cancels this task
+            if piece:
+                transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+                await self.protocol.flow.drain()
+        transport.write(b"0\r\n\r\n")
+        self._done(exchange, status)
+
+    def _finish(self, exchange: ChatExchange, response: Response) -> None:
+        """Write a whole answer."""
+        exchange.overhead.finish()
+        status = response.status_code
+        head = self._status_and_headers(status, response.raw_headers, chunked=False)
+        self.written = True
+        self.protocol.transport.write(head + bytes(response.body))
+        self._done(exchange, status)
+
+    def _status_and_headers(
+        self, status: int, headers: list[tuple[bytes, bytes]], *, chunked: bool
+    ) -> bytes:
+        lines = [STATUS_LINE[status]]
+        for name, value in [*self.protocol.server_state.default_headers, *headers]:
+            lines += [name, b": ", value, b"\r\n"]
+        if chunked:
+            lines.append(b"transfer-encoding: chunked\r\n")
+        if not self.cycle.keep_alive:
+            lines.append(b"connection: close\r\n")
+        lines.append(b"\r\n")
+        return b"".join(lines)
+
+    def _done(self, exchange: ChatExchange, status: int) -> None:
+        """The answer is sent: the connection serves the next request; the request is noted."""
+        self.cycle.response_complete = True
+        protocol = self.protocol
+        if protocol.access_log:
+            scope = self.cycle.scope
+            protocol.access_logger.info(
+                '%s - "POST %s HTTP/1.1" %d', get_client_addr(scope), PATH.decode(), status
+            )
+        self.state.metrics.lane.labels("taken").inc()
+        self.state.metrics.requests.labels("chat", str(status)).inc()
+        if self.cycle.keep_alive:
+            protocol.on_response_complete()
+        else:
+            protocol.transport.close()
+        note_request(self.state, exchange.context, status=status, started=self.started)

@@ -1,0 +1,285 @@
+"""The fast lane's upstream connections: HTTP/1.1 written and read as bytes on asyncio
+transports, pooled per upstream origin.
+
+The lane (``proxy.lane``) streams a request body upstream while the client is still sending it,
+which a client library's request-at-once interface cannot do, and it cannot afford one's
+per-request machinery (a 100k-token request must cost well under a millisecond). So this module
+speaks the little of HTTP/1.1 the lane needs: one request at a time per connection, a
+``Content-Length`` body written as it comes, and a response parsed by ``httptools`` (the parser
+uvicorn serves with), its body delivered as it arrives (chunked or not). Failures raise
+``httpx2``'s own exception types, so the proxy answers them exactly as it answers the full
+path's (``ProxyState.upstream_failure``: 502 or 504).
+
+Connections are kept alive and reused for ``keepalive_expiry`` seconds (the full path's pool
+uses the same figure, shorter than common servers' idle timeouts), never reused after any
+error, and closed with the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import ssl
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import cast
+
+import httptools
+import httpx2
+
+KEEPALIVE_EXPIRY = 4.0
+MAX_IDLE = 200
+_HIGH_WATER = 1024 * 1024
+"""Response bytes held unread before the upstream connection stops being read."""
+
+Origin = tuple[str, str, int]
+"""(scheme, host, port)."""
+
+
+def origin_of(url: str) -> Origin:
+    """The origin a URL's connection goes to."""
+    parsed = httpx2.URL(url)
+    scheme = parsed.scheme
+    port = parsed.port or (443 if scheme == "https" else 80)
+    return scheme, parsed.host, port
+
+
+class WireConnection(asyncio.Protocol):
+    """One upstream HTTP/1.1 connection, one exchange at a time."""
+
+    def __init__(self, origin: Origin, read_timeout: float) -> None:
+        self.origin = origin
+        self.read_timeout = read_timeout
+        self.transport: asyncio.Transport | None = None
+        self.idle_since = 0.0
+        self.broken = False
+        """Never to be reused: closed, failed, or mid-exchange when abandoned."""
+        self._parser = httptools.HttpResponseParser(self)
+        self._loop = asyncio.get_running_loop()
+        self._head: asyncio.Future[None] | None = None
+        self._chunks: deque[bytes] = deque()
+        self._held = 0
+        self._wake: asyncio.Future[None] | None = None
+        self._complete = False
+        self._error: httpx2.TransportError | None = None
+        self._paused = False
+        self.status = 0
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.keep_alive = False
+
+    # -- asyncio.Protocol -----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(httpx2.RemoteProtocolError(f"invalid response from the upstream: {exc}"))
+
+    def eof_received(self) -> bool | None:
+        self._fail(httpx2.RemoteProtocolError("the upstream closed the connection"))
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(httpx2.ReadError(f"the upstream connection was lost: {exc or 'closed'}"))
+
+    # -- httptools callbacks ----------------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.lower(), value.rstrip(b" \t")))
+
+    def on_headers_complete(self) -> None:
+        self.status = self._parser.get_status_code()
+        if 100 <= self.status < 200:  # an interim answer: the real head follows
+            self.headers = []
+            return
+        self.keep_alive = self._parser.should_keep_alive()
+        if self._head is not None and not self._head.done():
+            self._head.set_result(None)
+
+    def on_body(self, body: bytes) -> None:
+        self._chunks.append(body)
+        self._held += len(body)
+        if self._held > _HIGH_WATER and self.transport is not None and not self._paused:
+            self._paused = True
+            self.transport.pause_reading()
+        self._signal()
+
+    def on_message_complete(self) -> None:
+        if 100 <= self.status < 200:
+            return
+        self._complete = True
+        self._signal()
+
+    # -- the exchange -----------------------------------------------------------------------------
+
+    def begin(self, head: bytes) -> None:
+        """Start a request: write its head (the body follows with ``write``)."""
+        assert self.transport is not None
+        self._head = self._loop.create_future()
+        self.status, self.headers, self._complete = 0, [], False
+        self.transport.write(head)
+
+    def write(self, data: bytes | memoryview) -> None:
+        """Write request body bytes."""
+        if self._error is not None:
+            return  # reported by response_head
+        assert self.transport is not None
+        self.transport.write(data)
+
+    async def response_head(self) -> None:
+        """Wait for the response's status and headers (``status``, ``headers``)."""
+        assert self._head is not None
+        if self._error is not None and not self._head.done():
+            raise self._error
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                await self._head
+        except TimeoutError:
+            self.abandon()
+            raise httpx2.ReadTimeout("the upstream did not answer in time") from None
+
+    async def body(self) -> AsyncIterator[bytes]:
+        """The response body as it arrives (decoded from chunked transfer when it is)."""
+        while True:
+            while self._chunks:
+                chunk = self._chunks.popleft()
+                self._held -= len(chunk)
+                if self._paused and self._held <= _HIGH_WATER // 2 and self.transport is not None:
+                    self._paused = False
+                    self.transport.resume_reading()
+                yield chunk
+            if self._complete:
+                return
+            if self._error is not None:
+                raise self._error
+            self._wake = self._loop.create_future()
+            try:
+                async with asyncio.timeout(self.read_timeout):
+                    await self._wake
+            except TimeoutError:
+                self.abandon()
+                raise httpx2.ReadTimeout("the upstream stopped sending its answer") from None
+
+    async def read(self) -> bytes:
+        """The whole response body."""
+        return b"".join([chunk async for chunk in self.body()])
+
+    @property
+    def complete(self) -> bool:
+        """Whether the response has been received whole."""
+        return self._complete
+
+    def abandon(self) -> None:
+        """Close the connection (an exchange given up midway, or any failure)."""
+        self.broken = True
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.abort()
+
+    def _fail(self, error: httpx2.TransportError) -> None:
+        self.broken = True
+        if self._complete and self._head is not None:
+            return  # the exchange had ended: a later close is the idle connection's
+        if self._error is None:
+            self._error = error
+        if self._head is not None and not self._head.done():
+            self._head.set_exception(error)
+            self._head.exception()  # retrieved: response_head re-raises it
+        self._signal()
+
+    def _signal(self) -> None:
+        wake, self._wake = self._wake, None
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+
+def _readable(transport: asyncio.Transport) -> bool:
+    """Whether an idle connection has something to read: the upstream closed it (or sent
+    what it should not have), and the event loop has not seen it yet."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        return bool(select.select([sock.fileno()], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+class WirePool:
+    """Idle upstream connections per origin, for the lane."""
+
+    def __init__(self, *, connect_timeout: float, read_timeout: float) -> None:
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self._idle: dict[Origin, list[WireConnection]] = {}
+        self._ssl: ssl.SSLContext | None = None
+        self._open: set[WireConnection] = set()
+
+    def idle(self, origin: Origin) -> WireConnection | None:
+        """A live idle connection to ``origin``, taken from the pool; None when there is none."""
+        connections = self._idle.get(origin)
+        now = time.monotonic()
+        while connections:
+            connection = connections.pop()
+            transport = connection.transport
+            if (
+                connection.broken
+                or transport is None
+                or transport.is_closing()
+                or now - connection.idle_since > KEEPALIVE_EXPIRY
+                or _readable(transport)
+            ):
+                connection.abandon()
+                self._open.discard(connection)
+                continue
+            return connection
+        return None
+
+    async def connect(self, origin: Origin) -> WireConnection:
+        """A new connection to ``origin``."""
+        scheme, host, port = origin
+        loop = asyncio.get_running_loop()
+        context = None
+        if scheme == "https":
+            if self._ssl is None:
+                self._ssl = httpx2.create_ssl_context()
+            context = self._ssl
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                _, connection = await loop.create_connection(
+                    lambda: WireConnection(origin, self.read_timeout),
+                    host,
+                    port,
+                    ssl=context,
+                    server_hostname=host if context is not None else None,
+                )
+        except TimeoutError:
+            raise httpx2.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
+        except OSError as exc:
+            raise httpx2.ConnectError(f"could not connect to {host}:{port}: {exc}") from None
+        self._open.add(connection)
+        return connection
+
+    def release(self, connection: WireConnection) -> None:
+        """Give a connection back after its exchange: pooled when it can serve another."""
+        if connection.broken or not connection.complete or not connection.keep_alive:
+            connection.abandon()
+            self._open.discard(connection)
+            return
+        connection.idle_since = time.monotonic()
+        idle = self._idle.setdefault(connection.origin, [])
+        idle.append(connection)
+        if len(idle) > MAX_IDLE:
+            oldest = idle.pop(0)
+            oldest.abandon()
+            self._open.discard(oldest)
+
+    def close(self) -> None:
+        """Close every connection."""
+        for connection in list(self._open):
+            connection.abandon()
+        self._open.clear()
+        self._idle.clear()

@@ -1,0 +1,294 @@
+"""The lane (``summarizer.proxy.lane``) streams a body upstream as it arrives, and the upstream
+never acts on anything but what the full path would have sent.
+
+Over real HTTP, with a relay in front of the test upstream that keeps every request body it
+receives, whole or cut off: a proxy with the lane and one without send byte-identical requests
+and give the same answers, through compactions, streams and upstream failures; a body that
+departs from the remembered one it was streamed against (an edit, a changed field, padding) is
+handed over to the full path, and what the lane had streamed of it never reads as JSON.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from summarizer.proxy import ProxyServer
+from summarizer.proxy.app import create_app
+from summarizer.proxy.lane import lane_protocol
+from summarizer.proxy.settings import Settings
+from summarizer.testing import Fault, TestUpstream, summary_responder
+
+MODEL = "gpt-4o-mini"
+TRICKY = '"\\]}[{,:' + "\n\t é日本🚀\u2028"
+
+
+class Recorder(ThreadingHTTPServer):
+    """A relay in front of the test upstream keeping the bytes of every request body: whole
+    ones (relayed) and ones whose client closed before sending all of it (not relayed)."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream: TestUpstream) -> None:
+        super().__init__(("127.0.0.1", 0), _Relay)
+        self.upstream_port = upstream.port
+        self.whole: list[bytes] = []
+        self.cut_off: list[bytes] = []
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class _Relay(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Recorder
+
+    def do_POST(self) -> None:
+        length = int(self.headers["content-length"])
+        body = b""
+        while len(body) < length:
+            piece = self.rfile.read1(length - len(body))
+            if not piece:
+                self.server.cut_off.append(body)
+                self.close_connection = True
+                return
+            body += piece
+        self.server.whole.append(body)
+        upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream_port, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+        try:
+            upstream.request("POST", self.path, body=body, headers=headers)
+            answer = upstream.getresponse()
+            content = answer.read()
+        except (OSError, http.client.HTTPException):
+            self.close_connection = True  # relayed as it came: a dropped connection
+            return
+        self.send_response(answer.status)
+        for key, value in answer.getheaders():
+            if key.lower() not in ("content-length", "transfer-encoding", "connection"):
+                self.send_header(key, value)
+        self.send_header("content-length", str(len(content)))
+        self.end_headers()
+        self.wfile.write(content)
+        upstream.close()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class Side:
+    proxy: ProxyServer
+    recorder: Recorder
+
+    def metric(self, name: str, label: str) -> float:
+        text = httpx2.get(self.proxy.base_url.removesuffix("/v1") + "/metrics").text
+        for line in text.splitlines():
+            if line.startswith(f'{name}{{outcome="{label}"}} '):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+
+@dataclass
+class Pair:
+    upstream: TestUpstream
+    lane: Side
+    full: Side
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    with TestUpstream(responder=summary_responder) as upstream:
+        sides = []
+        for fast in (True, False):
+            recorder = Recorder(upstream)
+            folder: Path = tmp_path_factory.mktemp(f"lane-{fast}")
+            settings = Settings(
+                upstream=recorder.base_url,
+                port=0,
+                db=folder / "checkpoints.db",
+                context_window=3_000,
+                keep_recent_tokens=300,
+                fast_path=fast,
+            )
+            sides.append(Side(ProxyServer(settings).start(), recorder))
+        try:
+            yield Pair(upstream, *sides)
+        finally:
+            for side in sides:
+                side.proxy.stop()
+                side.recorder.shutdown()
+                side.recorder.server_close()
+
+
+def dumps(body: dict[str, Any]) -> bytes:
+    """Serialized as the openai SDK does (compact separators, UTF-8 kept)."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def post(side: Side, raw: bytes, session: str, key: str = "sk-lane-test") -> httpx2.Response:
+    headers = {
+        "authorization": f"Bearer {key}",
+        "content-type": "application/json",
+        "x-summarizer-session": session,
+    }
+    with httpx2.Client(timeout=60) as client:
+        return client.post(f"{side.proxy.base_url}/chat/completions", content=raw, headers=headers)
+
+
+def answer_text(response: httpx2.Response) -> str:
+    """The assistant's text of a whole or streamed answer."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        text = ""
+        for line in response.text.splitlines():
+            if line.startswith("data: {"):
+                for choice in json.loads(line[6:]).get("choices", []):
+                    text += choice.get("delta", {}).get("content") or ""
+        return text
+    return str(response.json()["choices"][0]["message"]["content"])
+
+
+def send_both(pair: Pair, bodies: list[bytes], session: str) -> None:
+    """Each body to both proxies: the same bytes reach the upstream, the same answers return."""
+    for raw in bodies:
+        replies = []
+        for side in (pair.lane, pair.full):
+            before = len(side.recorder.whole)
+            replies.append((post(side, raw, session), side.recorder.whole[before:]))
+        (lane, lane_sent), (full, full_sent) = replies
+        assert lane_sent == full_sent  # byte for byte, summary requests included
+        assert lane.status_code == full.status_code
+        for name in ("x-summarizer-compacted", "x-summarizer-prompt-tokens"):
+            assert lane.headers.get(name) == full.headers.get(name), name
+        if lane.status_code == 200:
+            assert answer_text(lane) == answer_text(full)
+        else:
+            assert lane.json()["error"]["code"] == full.json()["error"]["code"]
+
+
+def agent_session(seed: int, turns: int) -> list[bytes]:
+    """An agent's successive bodies: each the previous plus an answer and a reply, text full of
+    JSON's special characters, some streamed, some asking for usage in the stream."""
+    rng = random.Random(seed)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Fix the invoices " + TRICKY},
+    ]
+    bodies = []
+    for turn in range(turns):
+        body: dict[str, Any] = {"messages": list(messages), "model": MODEL, "max_tokens": 16}
+        if turn % 3 == 1:
+            body["stream"] = True
+        if turn % 6 == 4:
+            body["stream_options"] = {"include_usage": True}
+        bodies.append(dumps(body))
+        words = " ".join(rng.choice(["alpha", "beta", TRICKY, "gamma"]) for _ in range(40))
+        messages.append({"role": "assistant", "content": f"step {turn} {words}"})
+        messages.append({"role": "user", "content": f"go on {turn}"})
+    return bodies
+
+
+def test_the_lane_takes_an_agents_requests_and_sends_what_the_full_path_sends(pair: Pair) -> None:
+    taken = pair.lane.metric("summarizer_lane_requests_total", "taken")
+    handed = pair.lane.metric("summarizer_lane_requests_total", "handed_over")
+    send_both(pair, agent_session(seed=1, turns=18), "agent")
+    # Until the first compaction: after it every request is rewritten, which the lane leaves to
+    # the full path.
+    assert pair.lane.metric("summarizer_lane_requests_total", "taken") - taken >= 5
+    # The requests that compacted went the full way (their summary requests matched too).
+    assert pair.lane.metric("summarizer_lane_requests_total", "handed_over") > handed
+    assert pair.full.metric("summarizer_lane_requests_total", "taken") == 0
+    assert pair.lane.recorder.cut_off == [] or all(
+        not parses(cut) for cut in pair.lane.recorder.cut_off
+    )
+
+
+def parses(raw: bytes) -> bool:
+    try:
+        json.loads(raw)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "depart",
+    ["edit_early", "changed_field", "padded_and_changed"],
+)
+def test_a_body_that_departs_from_the_remembered_one_is_never_acted_on(
+    pair: Pair, depart: str
+) -> None:
+    """The lane streams the new body against the last one of its conversation; where they
+    part, the full path takes it, and the upstream receives only what the full path sends."""
+    session = f"depart-{depart}"
+    first = agent_session(seed=2, turns=3)[2]  # not streamed: sent as the client wrote it
+    key = "sk-lane-departures"  # a namespace of its own: the other proxy never sees these
+    assert post(pair.lane, first, session, key).status_code == 200
+    body = json.loads(first)
+    body["messages"].append({"role": "assistant", "content": "done " + TRICKY})
+    body["messages"].append({"role": "user", "content": "and the tests?"})
+    if depart == "edit_early":
+        body["messages"][2]["content"] = "an edited step"
+    raw = dumps(body)
+    if depart != "edit_early":
+        raw = raw.replace(b'"max_tokens":16', b'"max_tokens":17')
+    if depart == "padded_and_changed":
+        raw += b" " * 300  # what the lane streamed could otherwise end with the object's "}"
+    pair.lane.recorder.cut_off.clear()
+    before = len(pair.lane.recorder.whole)
+    handed = pair.lane.metric("summarizer_lane_requests_total", "handed_over")
+
+    reply = post(pair.lane, raw, session, key)
+
+    assert reply.status_code == 200
+    assert pair.lane.metric("summarizer_lane_requests_total", "handed_over") == handed + 1
+    sent = pair.lane.recorder.whole[before:]
+    assert [json.loads(b) for b in sent] == [json.loads(raw)]  # once, and as the client wrote it
+    for cut in pair.lane.recorder.cut_off:
+        assert raw.startswith(cut) or depart != "edit_early"
+        assert not parses(cut), "a cut-off body the upstream could have read as whole"
+
+
+def test_an_upstream_failure_on_the_lane_is_answered_as_the_full_path_answers_it(
+    pair: Pair,
+) -> None:
+    bodies = agent_session(seed=3, turns=3)
+    send_both(pair, bodies, "faults")
+    taken = pair.lane.metric("summarizer_lane_requests_total", "taken")
+    for kind in ("drop", "status"):
+        replies = []
+        for side in (pair.lane, pair.full):
+            pair.upstream.inject(Fault(kind=kind, status=503, match="agent"))
+            replies.append(post(side, bodies[2], "faults"))
+        lane, full = replies
+        assert lane.status_code == full.status_code >= 500
+        assert lane.json()["error"]["code"] == full.json()["error"]["code"]
+        assert lane.json()["error"]["type"] == full.json()["error"]["type"]
+    assert pair.lane.metric("summarizer_lane_requests_total", "taken") >= taken + 2
+
+
+def test_the_lane_is_off_where_it_would_bypass_the_full_paths_client(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    settings = Settings(upstream="http://127.0.0.1:9/v1", port=0, db=tmp_path / "c.db")
+    app = create_app(settings)
+    assert lane_protocol(app.state.proxy) is not None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    assert lane_protocol(create_app(settings).state.proxy) is None  # the client would use it
+    monkeypatch.delenv("HTTPS_PROXY")
+    off = Settings(upstream="http://127.0.0.1:9/v1", port=0, db=tmp_path / "d.db", fast_path=False)
+    assert lane_protocol(create_app(off).state.proxy) is None
+    transport = httpx2.MockTransport(lambda request: httpx2.Response(200))
+    assert lane_protocol(create_app(settings, transport=transport).state.proxy) is None
