@@ -21,6 +21,7 @@ import asyncio
 import select
 import ssl
 import time
+import zlib
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import cast
@@ -64,6 +65,7 @@ class WireConnection(asyncio.Protocol):
         self._complete = False
         self._error: httpx2.TransportError | None = None
         self._paused = False
+        self._decoder: zlib._Decompress | None = None
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.keep_alive = False
@@ -80,8 +82,14 @@ class WireConnection(asyncio.Protocol):
             self._fail(httpx2.RemoteProtocolError(f"invalid response from the upstream: {exc}"))
 
     def eof_received(self) -> bool | None:
+        if self._head is not None and self._head.done() and self._close_delimited():
+            self.on_message_complete()  # a body without a length ends with the connection
         self._fail(httpx2.RemoteProtocolError("the upstream closed the connection"))
         return None
+
+    def _close_delimited(self) -> bool:
+        names = {name for name, _ in self.headers}
+        return b"content-length" not in names and b"transfer-encoding" not in names
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(httpx2.ReadError(f"the upstream connection was lost: {exc or 'closed'}"))
@@ -97,6 +105,15 @@ class WireConnection(asyncio.Protocol):
             self.headers = []
             return
         self.keep_alive = self._parser.should_keep_alive()
+        encoding = dict(self.headers).get(b"content-encoding", b"identity").strip().lower()
+        if encoding in (b"gzip", b"x-gzip"):
+            self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == b"deflate":
+            self._decoder = zlib.decompressobj()
+        elif encoding not in (b"identity", b""):
+            error = f"the upstream answered in an unsupported encoding {encoding!r}"
+            self._fail(httpx2.RemoteProtocolError(error))
+            return
         if self._head is not None and not self._head.done():
             self._head.set_result(None)
 
@@ -120,7 +137,7 @@ class WireConnection(asyncio.Protocol):
         """Start a request: write its head (the body follows with ``write``)."""
         assert self.transport is not None
         self._head = self._loop.create_future()
-        self.status, self.headers, self._complete = 0, [], False
+        self.status, self.headers, self._complete, self._decoder = 0, [], False, None
         self.transport.write(head)
 
     def write(self, data: bytes | memoryview) -> None:
@@ -151,7 +168,7 @@ class WireConnection(asyncio.Protocol):
                 if self._paused and self._held <= _HIGH_WATER // 2 and self.transport is not None:
                     self._paused = False
                     self.transport.resume_reading()
-                yield chunk
+                yield self._decoded(chunk)
             if self._complete:
                 return
             if self._error is not None:
@@ -163,6 +180,18 @@ class WireConnection(asyncio.Protocol):
             except TimeoutError:
                 self.abandon()
                 raise httpx2.ReadTimeout("the upstream stopped sending its answer") from None
+
+    def _decoded(self, chunk: bytes) -> bytes:
+        """A body chunk without its content encoding (the lane asks for none, and decodes
+        what an upstream sends anyway, as the full path's client does)."""
+        if self._decoder is None:
+            return chunk
+        try:
+            return self._decoder.decompress(chunk)
+        except zlib.error as exc:
+            self.abandon()
+            error = f"undecodable answer from the upstream: {exc}"
+            raise httpx2.RemoteProtocolError(error) from None
 
     async def read(self) -> bytes:
         """The whole response body."""
