@@ -4,23 +4,31 @@ its bytes arrive, and answered without the ASGI stack.
 An agent's next request is its previous body plus a turn. When a ``POST /v1/chat/completions``
 begins with the bytes of a body the fast path remembers (``FastPath.newest``), the lane opens an
 upstream request on that guess and streams the body to it while the client is still sending,
-checking each byte of the remembered prefix as it comes. It holds back the body's last byte, so
-the upstream cannot act on the request, until the whole body is in and proven:
+checking each byte of the remembered prefix as it comes. Until the body is proven it holds back
+the body's last byte (the upstream cannot act on an unfinished body) and any prefix that ends
+like a JSON object (so even a server that took a cut-off body for a whole one could not read
+one). Once the whole body is in:
 
 - the fast path reads it (``FastPath.parse``: the same request parsing it whole would give);
-- the engine locates it and no compaction is due, and its route is the one the guess opened;
-- the bytes due upstream (``ChatContext.outgoing``) are exactly the ones streamed.
+- if it extends a body whose request was located with no compaction due (``Settled``), by
+  valid text messages whose bytes bound their tokens (a token covers at least one byte) within
+  the trigger, on the same route and to the same bytes upstream, the rest goes at once and the
+  engine locates it while the upstream works (a bound the count contradicts is counted as
+  ``sent_over_bound`` and logged: the next request compacts);
+- else the engine locates it first, and the rest goes only if no compaction is due, its route
+  is the one the guess opened and the bytes due upstream (``ChatContext.outgoing``) are exactly
+  the ones streamed.
 
-Then the last byte goes, and the answer is relayed with the full path's own code
-(``ChatExchange.answer`` and ``relay``): usage observed, ``x-summarizer-*`` headers, the
-activity log. Anything else, at any point (no remembered body, a differing byte, a body not
-proven, a compaction due, a slow client, an overflow answer), hands the request over to the
-full path (uvicorn's own request cycle and the app), with the bytes read so far, and drops the
-upstream connection: a request whose body never ended is never acted on.
+The answer is relayed with the full path's own code (``ChatExchange.answer`` and ``relay``):
+usage observed, ``x-summarizer-*`` headers, the activity log. Anything else, at any point (no
+remembered body, a differing byte, a body not proven, a compaction due, a rewritten body, a
+slow client, a client gone mid-body, an overflow answer), hands the request over to the full
+path (uvicorn's own request cycle and the app) with the bytes read so far, and drops the
+upstream connection, its request unfinished.
 
 Why: moving a 100k-token body through the ASGI server, the app and a client library costs more
 than the proxy's own work on it, and the upstream cannot start reading until the proxy has read
-it all. Here the two transfers overlap and a request costs what its new bytes cost.
+it all. Here the two transfers overlap and a request costs little more than its new bytes.
 
 ``LaneProtocol`` is uvicorn's httptools protocol with the lane in front of its request cycle;
 ``lane_protocol`` returns it for a proxy, or None where it cannot run (see there).
@@ -39,26 +47,20 @@ from typing import Any, ClassVar
 
 import httpx2
 from starlette.datastructures import Headers
-from starlette.responses import Response
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import (
-    STATUS_LINE,
     HttpToolsProtocol,
     RequestResponseCycle,
 )
-from uvicorn.protocols.utils import get_client_addr
 
 from ..core.errors import InvalidConversation
 from ..core.messages import validate_messages
 from .access import RequestGuard
-from .activity import note_request
-from .answers import broken_off, is_context_length
 from .body import kept_lead
-from .chat import HANDED_OVER, ChatExchange
+from .chat import HANDED_OVER
 from .chat_request import ChatRequest
-from .errors import error_response
 from .fast_path import KEY_BYTES, Remembered
-from .headers import response_headers
+from .lane_answer import LaneAnswer
 from .model_routes import ModelRoute
 from .state import ProxyState
 from .wire import Origin, WireConnection, origin_of
@@ -284,8 +286,8 @@ class LaneRequest:
             return
         early = self.wire is not None and self._fits_unlocated(parsed)
         if early:
-            self._send_rest(raw)
-        self.task = self.protocol.loop.create_task(self._run(parsed, early))
+            self.send_rest(raw)
+        self.task = self.protocol.loop.create_task(LaneAnswer(self, parsed, early).run())
         self.protocol.running.add(self)
         self.task.add_done_callback(lambda _: self.protocol.running.discard(self))
 
@@ -399,7 +401,7 @@ class LaneRequest:
             return
         self.handed = True
         self.timer.cancel()
-        self._drop_upstream()
+        self.drop_upstream()
         self.state.metrics.lane.labels("handed_over").inc()
         protocol, cycle = self.protocol, self.cycle
         if protocol.receiving is self:
@@ -414,7 +416,7 @@ class LaneRequest:
         cycle.message_event.set()
         protocol.start_cycle(cycle, self.app)
 
-    def _drop_upstream(self) -> None:
+    def drop_upstream(self) -> None:
         """Close the guessed upstream request, unfinished: the upstream never acts on it."""
         if self.connecting is not None:
             self.connecting.cancel()
@@ -431,34 +433,11 @@ class LaneRequest:
         if self.task is not None:
             self.task.cancel()
             self.handed = True
-            self._drop_upstream()
+            self.drop_upstream()
         elif not self.handed:
             self.hand_over(None, whole=False)
 
     # -- the answer ---------------------------------------------------------------------------
-
-    async def _run(self, parsed: ChatRequest, early: bool) -> None:
-        """``_answer``, with an unexpected error answered as the app answers one: a 500 in
-        the API's shape (when nothing is written yet) and a logged traceback."""
-        try:
-            await self._answer(parsed, early)
-        except Exception as exc:
-            logger.error("unhandled error on the lane: %s", type(exc).__name__, exc_info=exc)
-            self._drop_upstream()
-            if not self.cycle.response_complete and not self.written:
-                self.written = True
-                failure = error_response(
-                    500,
-                    "The summarizer proxy failed to handle this request.",
-                    type="server_error",
-                    code="internal_error",
-                )
-                self.protocol.transport.write(
-                    self._status_and_headers(500, failure.raw_headers, chunked=False)
-                    + bytes(failure.body)
-                )
-                self.state.metrics.requests.labels("chat", "500").inc()
-            self.protocol.transport.close()
 
     def _fits_unlocated(self, parsed: ChatRequest) -> bool:
         """Whether ``parsed`` provably needs no compaction without locating it: it extends a
@@ -486,182 +465,10 @@ class LaneRequest:
         calibration = self.route.context.engine.calibration
         return calibration.apply(parsed.model, bound, parsed.namespace) <= settled.trigger_tokens
 
-    def _send_rest(self, raw: bytes) -> None:
+    def send_rest(self, raw: bytes) -> None:
         """Send the body's last bytes: from here the lane answers, whatever comes."""
         assert self.wire is not None
         self.handed = True
         self.timer.cancel()
         self.wire.write(raw[self.sent :])
         self.sent = len(raw)
-
-    async def _answer(self, parsed: ChatRequest, early: bool) -> None:
-        exchange = ChatExchange(self.state, parsed)
-        context = exchange.context
-        locating: asyncio.Task[Response | None] | None = None
-        if early:
-            locating = asyncio.ensure_future(context.locate())
-        else:
-            invalid = await context.locate()
-            if (
-                invalid is not None
-                or context.due
-                or context.result is None
-                or context.route != self.route
-                or not self._streamed_is(context.outgoing(), parsed.raw)
-            ):
-                self.hand_over(parsed, whole=True)
-                return
-            if self.connecting is not None:
-                await asyncio.shield(self.connecting)
-            if self.wire is None:  # the connection failed
-                self.hand_over(parsed, whole=True)
-                return
-            self._send_rest(parsed.raw)
-        wire = self.wire
-        assert wire is not None
-        exchange.overhead.pause()
-        try:
-            await wire.response_head()
-        except httpx2.TransportError as exc:
-            wire.abandon()
-            await self._located(locating, exchange)
-            self._finish(exchange, self.state.upstream_failure(exc, context.route))
-            return
-        finally:
-            exchange.overhead.resume()
-        await self._located(locating, exchange)
-        status = wire.status
-        upstream = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in wire.headers]
-        streamed = dict(upstream).get("content-type", "").startswith("text/event-stream")
-        if 200 <= status < 300 and parsed.stream and streamed:
-            await self._relay(exchange, status, upstream, wire)
-            return
-        try:
-            exchange.overhead.pause()
-            content = await wire.read()
-        except httpx2.TransportError as exc:
-            self._finish(exchange, broken_off(self.state, exc, context.route))
-            return
-        finally:
-            exchange.overhead.resume()
-            self._release(wire)
-        if 200 <= status < 300:
-            self._finish(exchange, await exchange.answer(status, upstream, content))
-            return
-        self.state.metrics.upstream_errors.labels(str(status)).inc()
-        if is_context_length(status, content):
-            # The full path compacts and retries once; it meets this answer again first.
-            self.handed, self.wire = False, None
-            self.hand_over(parsed, whole=True)
-            return
-        headers = {k: v for k, v in response_headers(upstream) if k != "content-encoding"}
-        if not parsed.stream:
-            headers.update(context.headers())
-        self._finish(exchange, Response(content, status_code=status, headers=headers))
-
-    async def _located(
-        self, locating: asyncio.Task[Response | None] | None, exchange: ChatExchange
-    ) -> None:
-        """Wait for the locating of a request sent before it (done while the upstream
-        worked)."""
-        if locating is None:
-            return
-        exchange.overhead.pause()
-        try:
-            invalid = await locating
-        finally:
-            exchange.overhead.resume()
-        context = exchange.context
-        if invalid is not None or context.due:
-            # The bound said it fits and the count says otherwise: the next request compacts.
-            self.state.metrics.lane.labels("sent_over_bound").inc()
-            located = context.located
-            logger.warning(
-                "the lane sent a request its bound said fits, which the count puts at %s tokens "
-                "(trigger %s)",
-                located.calibrated_tokens if located else "?",
-                located.budget.trigger_tokens if located else "?",
-            )
-
-    def _streamed_is(self, outgoing: bytes, raw: bytes) -> bool:
-        """Whether ``outgoing`` is the bytes the lane streams for ``raw``."""
-        lead, skip = self.lead
-        if outgoing is raw:
-            return not lead and not skip
-        return outgoing == lead + raw[skip:]
-
-    def _release(self, wire: WireConnection) -> None:
-        self.wire = None
-        pool = self.state.wire_pool
-        if pool is not None:
-            pool.release(wire)
-        else:
-            wire.abandon()
-
-    async def _relay(
-        self,
-        exchange: ChatExchange,
-        status: int,
-        upstream: list[tuple[str, str]],
-        wire: WireConnection,
-    ) -> None:
-        """Relay an event stream, chunked, as the full path's ``relay`` rewrites it."""
-        headers = {k: v for k, v in response_headers(upstream) if k != "content-encoding"}
-        headers.update(exchange.context.headers())
-        exchange.overhead.finish()
-        head = Response(b"", status_code=status, headers=headers)
-        raw_headers = [(k, v) for k, v in head.raw_headers if k != b"content-length"]
-        transport = self.protocol.transport
-        self.written = True
-        transport.write(self._status_and_headers(status, raw_headers, chunked=True))
-
-        async def close() -> None:
-            self._release(wire)
-
-        async for piece in exchange.relay(wire.body(), close):
-            if transport.is_closing():
-                return  # the client went away: client_gone cancels this task
-            if piece:
-                transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
-                await self.protocol.flow.drain()
-        transport.write(b"0\r\n\r\n")
-        self._done(exchange, status)
-
-    def _finish(self, exchange: ChatExchange, response: Response) -> None:
-        """Write a whole answer."""
-        exchange.overhead.finish()
-        status = response.status_code
-        head = self._status_and_headers(status, response.raw_headers, chunked=False)
-        self.written = True
-        self.protocol.transport.write(head + bytes(response.body))
-        self._done(exchange, status)
-
-    def _status_and_headers(
-        self, status: int, headers: list[tuple[bytes, bytes]], *, chunked: bool
-    ) -> bytes:
-        lines = [STATUS_LINE[status]]
-        for name, value in [*self.protocol.server_state.default_headers, *headers]:
-            lines += [name, b": ", value, b"\r\n"]
-        if chunked:
-            lines.append(b"transfer-encoding: chunked\r\n")
-        if not self.cycle.keep_alive:
-            lines.append(b"connection: close\r\n")
-        lines.append(b"\r\n")
-        return b"".join(lines)
-
-    def _done(self, exchange: ChatExchange, status: int) -> None:
-        """The answer is sent: the connection serves the next request; the request is noted."""
-        self.cycle.response_complete = True
-        protocol = self.protocol
-        if protocol.access_log:
-            scope = self.cycle.scope
-            protocol.access_logger.info(
-                '%s - "POST %s HTTP/1.1" %d', get_client_addr(scope), PATH.decode(), status
-            )
-        self.state.metrics.lane.labels("taken").inc()
-        self.state.metrics.requests.labels("chat", str(status)).inc()
-        if self.cycle.keep_alive:
-            protocol.on_response_complete()
-        else:
-            protocol.transport.close()
-        note_request(self.state, exchange.context, status=status, started=self.started)

@@ -1,0 +1,234 @@
+"""The lane's answer (``proxy.lane``): a proven request's upstream answer relayed to the client
+with the full path's own code, written on the client's connection without the ASGI stack."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+import httpx2
+from starlette.responses import Response
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+from uvicorn.protocols.utils import get_client_addr
+
+from .activity import note_request
+from .answers import broken_off, is_context_length
+from .chat import ChatExchange
+from .chat_request import ChatRequest
+from .errors import error_response
+from .headers import response_headers
+from .wire import WireConnection
+
+if TYPE_CHECKING:
+    from .lane import LaneRequest
+
+logger = logging.getLogger("summarizer.proxy")
+
+PATH = "/v1/chat/completions"
+
+
+class LaneAnswer:
+    """The answer phase of one lane request (``early``: its last byte went before locating)."""
+
+    def __init__(self, lane: LaneRequest, parsed: ChatRequest, early: bool) -> None:
+        self.lane = lane
+        self.parsed = parsed
+        self.early = early
+
+    async def run(self) -> None:
+        """``_answer``, with an unexpected error answered as the app answers one: a 500 in
+        the API's shape (when nothing is written yet) and a logged traceback."""
+        try:
+            await self._answer(self.parsed, self.early)
+        except Exception as exc:
+            logger.error("unhandled error on the lane: %s", type(exc).__name__, exc_info=exc)
+            self.lane.drop_upstream()
+            if not self.lane.cycle.response_complete and not self.lane.written:
+                self.lane.written = True
+                failure = error_response(
+                    500,
+                    "The summarizer proxy failed to handle this request.",
+                    type="server_error",
+                    code="internal_error",
+                )
+                self.lane.protocol.transport.write(
+                    self._status_and_headers(500, failure.raw_headers, chunked=False)
+                    + bytes(failure.body)
+                )
+                self.lane.state.metrics.requests.labels("chat", "500").inc()
+            self.lane.protocol.transport.close()
+
+    async def _answer(self, parsed: ChatRequest, early: bool) -> None:
+        exchange = ChatExchange(self.lane.state, parsed)
+        context = exchange.context
+        locating: asyncio.Task[Response | None] | None = None
+        if early:
+            locating = asyncio.ensure_future(context.locate())
+        else:
+            invalid = await context.locate()
+            if (
+                invalid is not None
+                or context.due
+                or context.result is None
+                or context.route != self.lane.route
+                or not self._streamed_is(context.outgoing(), parsed.raw)
+            ):
+                self.lane.hand_over(parsed, whole=True)
+                return
+            if self.lane.connecting is not None:
+                await asyncio.shield(self.lane.connecting)
+            if self.lane.wire is None:  # the connection failed
+                self.lane.hand_over(parsed, whole=True)
+                return
+            self.lane.send_rest(parsed.raw)
+        wire = self.lane.wire
+        assert wire is not None
+        exchange.overhead.pause()
+        try:
+            await wire.response_head()
+        except httpx2.TransportError as exc:
+            wire.abandon()
+            await self._located(locating, exchange)
+            self._finish(exchange, self.lane.state.upstream_failure(exc, context.route))
+            return
+        finally:
+            exchange.overhead.resume()
+        await self._located(locating, exchange)
+        status = wire.status
+        upstream = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in wire.headers]
+        streamed = dict(upstream).get("content-type", "").startswith("text/event-stream")
+        if 200 <= status < 300 and parsed.stream and streamed:
+            await self._relay(exchange, status, upstream, wire)
+            return
+        try:
+            exchange.overhead.pause()
+            content = await wire.read()
+        except httpx2.TransportError as exc:
+            self._finish(exchange, broken_off(self.lane.state, exc, context.route))
+            return
+        finally:
+            exchange.overhead.resume()
+            self._release(wire)
+        if 200 <= status < 300:
+            response, usage = exchange.relayed_answer(status, upstream, content)
+            self._finish(exchange, response)
+            await context.observe(usage)  # the answer is out; the next request is not yet in
+            return
+        self.lane.state.metrics.upstream_errors.labels(str(status)).inc()
+        if is_context_length(status, content):
+            # The full path compacts and retries once; it meets this answer again first.
+            self.lane.handed, self.lane.wire = False, None
+            self.lane.hand_over(parsed, whole=True)
+            return
+        headers = {k: v for k, v in response_headers(upstream) if k != "content-encoding"}
+        if not parsed.stream:
+            headers.update(context.headers())
+        self._finish(exchange, Response(content, status_code=status, headers=headers))
+
+    async def _located(
+        self, locating: asyncio.Task[Response | None] | None, exchange: ChatExchange
+    ) -> None:
+        """Wait for the locating of a request sent before it (done while the upstream
+        worked)."""
+        if locating is None:
+            return
+        exchange.overhead.pause()
+        try:
+            invalid = await locating
+        finally:
+            exchange.overhead.resume()
+        context = exchange.context
+        if invalid is not None or context.due:
+            # The bound said it fits and the count says otherwise: the next request compacts.
+            self.lane.state.metrics.lane.labels("sent_over_bound").inc()
+            located = context.located
+            logger.warning(
+                "the lane sent a request its bound said fits, which the count puts at %s tokens "
+                "(trigger %s)",
+                located.calibrated_tokens if located else "?",
+                located.budget.trigger_tokens if located else "?",
+            )
+
+    def _streamed_is(self, outgoing: bytes, raw: bytes) -> bool:
+        """Whether ``outgoing`` is the bytes the lane streams for ``raw``."""
+        lead, skip = self.lane.lead
+        if outgoing is raw:
+            return not lead and not skip
+        return outgoing == lead + raw[skip:]
+
+    def _release(self, wire: WireConnection) -> None:
+        self.lane.wire = None
+        pool = self.lane.state.wire_pool
+        if pool is not None:
+            pool.release(wire)
+        else:
+            wire.abandon()
+
+    async def _relay(
+        self,
+        exchange: ChatExchange,
+        status: int,
+        upstream: list[tuple[str, str]],
+        wire: WireConnection,
+    ) -> None:
+        """Relay an event stream, chunked, as the full path's ``relay`` rewrites it."""
+        headers = {k: v for k, v in response_headers(upstream) if k != "content-encoding"}
+        headers.update(exchange.context.headers())
+        exchange.overhead.finish()
+        head = Response(b"", status_code=status, headers=headers)
+        raw_headers = [(k, v) for k, v in head.raw_headers if k != b"content-length"]
+        transport = self.lane.protocol.transport
+        self.lane.written = True
+        transport.write(self._status_and_headers(status, raw_headers, chunked=True))
+
+        async def close() -> None:
+            self._release(wire)
+
+        async for piece in exchange.relay(wire.body(), close):
+            if transport.is_closing():
+                return  # the client went away: client_gone cancels this task
+            if piece:
+                transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+                await self.lane.protocol.flow.drain()
+        transport.write(b"0\r\n\r\n")
+        self._done(exchange, status)
+
+    def _finish(self, exchange: ChatExchange, response: Response) -> None:
+        """Write a whole answer."""
+        exchange.overhead.finish()
+        status = response.status_code
+        head = self._status_and_headers(status, response.raw_headers, chunked=False)
+        self.lane.written = True
+        self.lane.protocol.transport.write(head + bytes(response.body))
+        self._done(exchange, status)
+
+    def _status_and_headers(
+        self, status: int, headers: list[tuple[bytes, bytes]], *, chunked: bool
+    ) -> bytes:
+        lines = [STATUS_LINE[status]]
+        for name, value in [*self.lane.protocol.server_state.default_headers, *headers]:
+            lines += [name, b": ", value, b"\r\n"]
+        if chunked:
+            lines.append(b"transfer-encoding: chunked\r\n")
+        if not self.lane.cycle.keep_alive:
+            lines.append(b"connection: close\r\n")
+        lines.append(b"\r\n")
+        return b"".join(lines)
+
+    def _done(self, exchange: ChatExchange, status: int) -> None:
+        """The answer is sent: the connection serves the next request; the request is noted."""
+        self.lane.cycle.response_complete = True
+        protocol = self.lane.protocol
+        if protocol.access_log:
+            scope = self.lane.cycle.scope
+            protocol.access_logger.info(
+                '%s - "POST %s HTTP/1.1" %d', get_client_addr(scope), PATH, status
+            )
+        self.lane.state.metrics.lane.labels("taken").inc()
+        self.lane.state.metrics.requests.labels("chat", str(status)).inc()
+        if self.lane.cycle.keep_alive:
+            protocol.on_response_complete()
+        else:
+            protocol.transport.close()
+        note_request(self.lane.state, exchange.context, status=status, started=self.lane.started)
