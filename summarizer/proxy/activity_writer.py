@@ -1,7 +1,7 @@
 """``ActivityWriter``: the activity log written in batches on one thread.
 
 A request only queues its record (no store lock, no disk sync on any request's path); the
-thread writes whatever has queued, every ``interval`` seconds at most, in one transaction. The
+thread writes what queues within ``interval`` seconds of the first, in one transaction. The
 same thread runs the other store writes a request defers past its answer (``defer``: the usage
 observation that calibrates the shared counts). The queue is bounded: past ``capacity`` items
 an item is dropped and counted, never waited for. Closing flushes what is queued.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 from ..core.activity import Recording, RequestRecord
@@ -82,28 +83,34 @@ class ActivityWriter:
                 self._thread.start()
 
     def _run(self) -> None:
+        stopping = False
         while True:
             items: list[Item | Deferred] = []
-            stop = False
             try:
                 first = self._queue.get(timeout=self.interval)
             except queue.Empty:
+                if stopping:
+                    return
                 continue
             if first is _STOP:
-                stop = True
+                stopping = True
             else:
                 items.append(first)  # type: ignore[arg-type]
+            # Gather what comes within the interval: one transaction for a burst of requests,
+            # not one (and its disk sync) per request. Once stopping, take what is queued.
+            deadline = time.monotonic() + (0.0 if stopping else self.interval)
             while len(items) < self.batch:
                 try:
-                    more = self._queue.get_nowait()
+                    wait = max(0.0, deadline - time.monotonic())
+                    more = self._queue.get(timeout=wait) if wait else self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if more is _STOP:
-                    stop = True
+                    stopping, deadline = True, 0.0
                     continue
                 items.append(more)  # type: ignore[arg-type]
             self._write(items)
-            if stop and self._queue.empty():
+            if stopping and self._queue.empty():
                 return
 
     def _write(self, items: list[Item | Deferred]) -> None:
