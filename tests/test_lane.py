@@ -292,3 +292,35 @@ def test_the_lane_is_off_where_it_would_bypass_the_full_paths_client(
     assert lane_protocol(create_app(off).state.proxy) is None
     transport = httpx2.MockTransport(lambda request: httpx2.Response(200))
     assert lane_protocol(create_app(settings, transport=transport).state.proxy) is None
+
+
+OVERFLOW = {
+    "error": {
+        "message": "This model's maximum context length is 3000 tokens.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
+
+
+def test_an_overflow_on_the_lane_gets_the_full_paths_one_retry_and_the_checkpoint_holds(
+    pair: Pair,
+) -> None:
+    """The upstream refuses a request the lane sent as too long: the full path compacts harder
+    and sends once more (no second copy of the refused request), and the next request, which
+    the checkpoint now rewrites, goes rewritten, never as the client wrote it."""
+    bodies = agent_session(seed=4, turns=6)
+    send_both(pair, [bodies[0], bodies[2]], "overflow")  # not streamed: settled on both sides
+    sent = []
+    for side in (pair.lane, pair.full):
+        before = len(side.recorder.whole)
+        pair.upstream.inject(Fault(kind="status", status=400, body=OVERFLOW, match="agent"))
+        reply = post(side, bodies[3], "overflow")
+        assert reply.status_code == 200
+        assert reply.headers["x-summarizer-compacted"] == "true"
+        sent.append(side.recorder.whole[before:])
+    assert sent[0] == sent[1]  # the refused request once, the summary call, the retry
+    assert sent[0][0] == bodies[3] and sent[0][-1] != bodies[3]
+    send_both(pair, [bodies[5]], "overflow")
+    assert pair.lane.recorder.whole[-1] != bodies[5]  # rewritten by the checkpoint

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ..core.results import Trigger
-from ..library.overflow import aretry_on_overflow
+from ..library.overflow import OVERFLOW, aretry_on_overflow
 from . import sse
 from .activity import note_after
 from .answers import (
@@ -61,9 +61,14 @@ _T = TypeVar("_T")
 class ChatExchange:
     """One chat completion request: its context settled, then sent upstream and relayed."""
 
-    def __init__(self, state: ProxyState, chat: ManagedRequest) -> None:
+    def __init__(
+        self, state: ProxyState, chat: ManagedRequest, *, overflowed: bool = False
+    ) -> None:
         self.state = state
         self.chat = chat
+        self.overflowed = overflowed
+        """The upstream already refused this request as too long (sent by the lane): what is
+        left is the one retry, compacted harder."""
         self.large = len(chat.raw) > OFFLOAD_BYTES
         self.overhead = Overhead(state, chat.stream)
         self.context = ChatContext(state, chat, self.overhead)
@@ -165,6 +170,8 @@ class ChatExchange:
             return response, content
 
         try:
+            if self.overflowed:
+                return await attempt(OVERFLOW)
             return await aretry_on_overflow(attempt, lambda exc: isinstance(exc, _Overflowed))
         except _Overflowed as twice:  # refused again after the retry: passed through
             return twice.response, twice.content
@@ -309,6 +316,9 @@ HANDED_OVER = "summarizer.handed_over"
 """Where, in the ASGI ``state`` of a request the lane (``proxy.lane``) hands over to this path,
 it leaves what its fast path made of the body: the request, or None (parse it whole)."""
 
+OVERFLOWED = "summarizer.overflowed"
+"""Set there (True) when the lane's send of it was refused as too long."""
+
 Parse = Callable[[bytes, Any], ManagedRequest | Response]
 """Parses and checks a request body (with its headers): the request, or the 4xx answer."""
 
@@ -341,7 +351,7 @@ async def serve_managed(request: Request, parse: Parse) -> Response:
         parsed = await asyncio.to_thread(work) if len(raw) > OFFLOAD_BYTES else work()
     if isinstance(parsed, Response):
         return parsed
-    exchange = ChatExchange(state, parsed)
+    exchange = ChatExchange(state, parsed, overflowed=handed.get(OVERFLOWED, False))
     response = await _exchange(state, exchange)
     return note_after(response, state, exchange.context, started)
 

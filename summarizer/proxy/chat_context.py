@@ -111,6 +111,7 @@ class ChatContext:
         """Locate the request (once, in a worker thread); settled already when no compaction is
         due. An error response for an invalid conversation, or a 503 when the store is down."""
         context = self.route.context
+        compactions = self.state.compactions  # read before the store is
         try:
             self.located = await context.alocate(self.chat.turn())
             if await calibrate_by_count(self.state, self.chat, self.located, self.route):
@@ -124,7 +125,7 @@ class ChatContext:
             return _store_down(exc)
         self.result = context.ready(self.located)
         if self.result is not None:
-            settle(self.chat, self.located, self.route)
+            settle(self.chat, self.located, self.route, compactions)
         if self.result is not None and context.should_draft(self.located):
             summarizer = self._counted(self.chat.summarizer(self.state, self.route))
             context.aahead(self.located, summarizer=summarizer)

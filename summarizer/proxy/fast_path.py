@@ -90,13 +90,21 @@ class Settled:
     route: ModelRoute
     raw_tokens: int
     trigger_tokens: int
+    checkpoint_id: str | None
+    """The checkpoint it stood on."""
+    compactions: int
+    """The proxy's count of compactions when it was located (``ProxyState.compactions``)."""
 
 
-def settle(request: ManagedRequest, located: Located, route: ModelRoute) -> None:
+def settle(request: ManagedRequest, located: Located, route: ModelRoute, compactions: int) -> None:
     """Note on ``request``'s remembered body that it was located with no compaction due."""
     if isinstance(request, ChatRequest) and request.remembered is not None:
         request.remembered.settled = Settled(
-            route, located.raw_tokens, located.budget.trigger_tokens
+            route,
+            located.raw_tokens,
+            located.budget.trigger_tokens,
+            located.checkpoint_id,
+            compactions,
         )
 
 

@@ -57,7 +57,7 @@ from ..core.errors import InvalidConversation
 from ..core.messages import validate_messages
 from .access import RequestGuard
 from .body import kept_lead
-from .chat import HANDED_OVER
+from .chat import HANDED_OVER, OVERFLOWED
 from .chat_request import ChatRequest
 from .fast_path import KEY_BYTES, Remembered
 from .lane_answer import LaneAnswer
@@ -395,7 +395,14 @@ class LaneRequest:
 
     # -- handing over -------------------------------------------------------------------------
 
-    def hand_over(self, parsed: ChatRequest | None, *, whole: bool, tried: bool = False) -> None:
+    def hand_over(
+        self,
+        parsed: ChatRequest | None,
+        *,
+        whole: bool,
+        tried: bool = False,
+        overflowed: bool = False,
+    ) -> None:
         """Give the request to uvicorn's cycle and the app, with the body read so far."""
         if self.handed:
             return
@@ -411,6 +418,8 @@ class LaneRequest:
             cycle.more_body = False
             if parsed is not None or tried:
                 cycle.scope["state"][HANDED_OVER] = parsed
+            if overflowed:
+                cycle.scope["state"][OVERFLOWED] = True
         elif len(cycle.body) > HIGH_WATER_LIMIT:
             protocol.flow.pause_reading()
         cycle.message_event.set()
@@ -447,6 +456,12 @@ class LaneRequest:
         previous = parsed.previous
         settled = previous.settled if previous is not None else None
         if previous is None or settled is None or settled.route != self.route:
+            return False
+        # A checkpoint made since (by a compaction here; elsewhere, with a store a fleet
+        # shares) could apply to it: the engine must see it first.
+        if settled.compactions != self.state.compactions or not self.state.store_is_local:
+            return False
+        if settled.checkpoint_id is not None:  # its requests go rewritten, not as written
             return False
         if kept_lead(parsed.raw, parsed.body, stream=parsed.stream) != self.lead:
             return False

@@ -117,9 +117,9 @@ class LaneAnswer:
             return
         self.lane.state.metrics.upstream_errors.labels(str(status)).inc()
         if is_context_length(status, content):
-            # The full path compacts and retries once; it meets this answer again first.
+            # The full path's one retry: it compacts harder and sends once more.
             self.lane.handed, self.lane.wire = False, None
-            self.lane.hand_over(parsed, whole=True)
+            self.lane.hand_over(parsed, whole=True, overflowed=True)
             return
         headers = {k: v for k, v in response_headers(upstream) if k != "content-encoding"}
         if not parsed.stream:

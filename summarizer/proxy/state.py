@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import threading
 from collections.abc import Callable, Mapping
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
@@ -22,6 +23,8 @@ from ..core.results import CompactionEvent, SummarizeCall, SummaryOutcome
 from ..library.manager import ContextManager
 from ..library.upstream import AsyncOpenAISummaryClient
 from ..stores import ActivityLog, Store, open_store
+from ..stores.memory import MemoryStore
+from ..stores.sqlite import SQLiteStore
 from .activity_writer import ActivityWriter
 from .errors import error_response
 from .fast_path import FastPath
@@ -88,6 +91,12 @@ class ProxyState:
             else None
         )
         """Recent chat bodies, to read the next ones from their new bytes (None: off)."""
+        self.compactions = 0
+        """Compactions this proxy has made: a request located before the latest one may find a
+        checkpoint now (the lane sends no body on an older settling, ``fast_path.Settled``)."""
+        self._compactions_lock = threading.Lock()
+        self.store_is_local = isinstance(self.store, (SQLiteStore, MemoryStore))
+        """Whether only this process writes checkpoints (no fleet sharing the store)."""
         self.warned_models: set[str] = set()
         self.count_tokens_missing: set[str] = set()
         """The upstreams (base URLs) that answered that they have no ``/messages/count_tokens``."""
@@ -219,6 +228,8 @@ class ProxyState:
     # -- events ---------------------------------------------------------------------------------
 
     def _record_compaction(self, event: CompactionEvent) -> None:
+        with self._compactions_lock:
+            self.compactions += 1
         m = self.metrics
         m.compactions.labels(event.trigger, _outcome(event)).inc()
         for problem in event.problems:
