@@ -134,12 +134,26 @@ def upstream_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
 def passthrough_process(upstream: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """The receive-and-forward floor (``benchmarks.passthrough``) in front of ``upstream``, in
     its own process; yields its ``/v1`` URL and the process."""
+    with _floor_process("benchmarks.passthrough", upstream, "/healthz", "pass-through floor") as it:
+        yield it
+
+
+@contextmanager
+def relay_process(upstream: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The bytes floor (``benchmarks.relay``, a TCP relay) in front of ``upstream``, in its own
+    process; yields its ``/v1`` URL and the process."""
+    with _floor_process("benchmarks.relay", upstream, "/v1/models", "relay floor") as it:
+        yield it
+
+
+@contextmanager
+def _floor_process(
+    module: str, upstream: str, ready_path: str, name: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
-    command = [
-        sys.executable, "-m", "benchmarks.passthrough", "--upstream", upstream, "--port", str(port)
-    ]  # fmt: skip
+    command = [sys.executable, "-m", module, "--upstream", upstream, "--port", str(port)]
     base = f"http://127.0.0.1:{port}"
-    with running(command, ready_url=f"{base}/healthz", name="pass-through floor") as process:
+    with running(command, ready_url=f"{base}{ready_path}", name=name) as process:
         yield f"{base}/v1", process
 
 

@@ -37,7 +37,13 @@ from typing import Any
 from summarizer.loaders.tokenizers import make_counter
 
 from .litellm_gateway import LITELLM_SPEC, ensure_litellm, litellm_process
-from .processes import passthrough_process, serve_process, upstream_process, wait_until_idle
+from .processes import (
+    passthrough_process,
+    relay_process,
+    serve_process,
+    upstream_process,
+    wait_until_idle,
+)
 from .proxy_overhead_load import Cell, Plan, Target, measure_concurrent, measure_sequential
 from .proxy_overhead_report import report
 from .results import Section, print_section
@@ -119,12 +125,14 @@ def run_cells(plan: Plan, *, litellm: Path | None) -> list[Cell]:
         window = max(1_000_000, max(plan.sizes) * 4)
         proxy, proxy_server = stack.enter_context(serve_process(upstream, context_window=window))
         floor, floor_server = stack.enter_context(passthrough_process(upstream))
-        servers = [upstream_server.pid, proxy_server.pid, floor_server.pid]
+        relay, relay_server = stack.enter_context(relay_process(upstream))
+        servers = [upstream_server.pid, proxy_server.pid, floor_server.pid, relay_server.pid]
         auth = {"Authorization": "Bearer bench"}
         targets = [
             Target("direct", f"{upstream}/chat/completions", auth),
             Target("summarizer", f"{proxy}/chat/completions", auth),
             Target("floor", f"{floor}/chat/completions", auth),
+            Target("relay", f"{relay}/chat/completions", auth),
         ]
         if litellm is not None:
             gateway, key, gateway_server = stack.enter_context(

@@ -22,17 +22,30 @@ def _tokens(tokens: int) -> str:
     return f"{tokens // 1000}k"
 
 
-BEFORE_COMMIT = "1be5f49"
+FAST_PATH_COMMIT = "1be5f49"
 """The last run of this section before the fast path (issue 16), on 2026-12-03."""
-BEFORE: dict[tuple[int, bool, int], float] = {
-    (10_000, False, 1): 2.09, (10_000, False, 16): 22.94, (10_000, False, 64): 115.08,
-    (10_000, True, 1): 2.37, (10_000, True, 16): 20.04, (10_000, True, 64): 93.08,
-    (100_000, False, 1): 3.71, (100_000, False, 16): 5.62, (100_000, False, 64): 27.83,
-    (100_000, True, 1): 4.84, (100_000, True, 16): 11.75, (100_000, True, 64): 148.02,
+BEFORE_FAST_PATH: dict[tuple[int, bool, int, bool], float] = {
+    (10_000, False, 1, False): 2.09, (10_000, False, 16, False): 22.94,
+    (10_000, False, 64, False): 115.08, (10_000, True, 1, False): 2.37,
+    (10_000, True, 16, False): 20.04, (10_000, True, 64, False): 93.08,
+    (100_000, False, 1, False): 3.71, (100_000, False, 16, False): 5.62,
+    (100_000, False, 64, False): 27.83, (100_000, True, 1, False): 4.84,
+    (100_000, True, 16, False): 11.75, (100_000, True, 64, False): 148.02,
 }  # fmt: skip
-"""Summarizer's added median (ms) per (tokens, stream, concurrency) in that run, the same body
-sent every time; each run's absolute figures move with the host's load, so read it beside the
-same run's floor and LiteLLM figures."""
+LANE_COMMIT = "05256cb"
+"""The last run of this section before the lane (issue 16), on 2026-12-04."""
+BEFORE_LANE: dict[tuple[int, bool, int, bool], float] = {
+    (10_000, False, 1, False): 2.14, (10_000, False, 16, False): 33.87,
+    (10_000, False, 64, False): 183.70, (10_000, True, 1, False): 2.76,
+    (10_000, True, 16, False): 36.97, (10_000, True, 64, False): 173.64,
+    (100_000, False, 1, False): 4.61, (100_000, False, 16, False): -5.49,
+    (100_000, False, 64, False): -42.55, (100_000, True, 1, False): 5.46,
+    (100_000, True, 16, False): -6.52, (100_000, True, 64, False): -43.34,
+    (100_000, False, 1, True): 6.84, (100_000, True, 1, True): 7.23,
+}  # fmt: skip
+"""Summarizer's added median (ms) per (tokens, stream, concurrency, growing session) in those
+runs; each run's absolute figures move with the host's load, so read them beside the same
+run's floors and LiteLLM figures."""
 
 
 def _shape(cell: Cell) -> str:
@@ -47,13 +60,17 @@ def report(
     latency_rows: list[list[str]] = []
     rps_rows: list[list[str]] = []
     has_floor = all("floor" in cell.latencies for cell in cells)
+    has_relay = all("relay" in cell.latencies for cell in cells)
     for cell in cells:
         shape = [_shape(cell), "yes" if cell.stream else "no", str(cell.concurrency)]
         row = [*shape, _ms(percentile(cell.latencies["direct"], 0.5))]
+        if has_relay:
+            row.append(_ms(cell.added("relay", "median")))
         if has_floor:
             row.append(_ms(cell.added("floor", "median")))
-        before = None if cell.growing else BEFORE.get((cell.tokens, cell.stream, cell.concurrency))
-        row.append("" if before is None else f"{before:.2f}")
+        key = (cell.tokens, cell.stream, cell.concurrency, cell.growing)
+        for before in (BEFORE_FAST_PATH.get(key), BEFORE_LANE.get(key)):
+            row.append("" if before is None else f"{before:.2f}")
         for stat in SHARES:
             row.append(_ms(cell.added("summarizer", stat)))
             if has_litellm:
@@ -70,9 +87,12 @@ def report(
             ]
         rps_rows.append(rps)
     header = ["tokens", "stream", "concurrency", "direct median ms"]
+    if has_relay:
+        header.append("relay +median ms")
     if has_floor:
-        header.append("floor +median ms")
-    header.append(f"summarizer +median ms before ({BEFORE_COMMIT})")
+        header.append("stack floor +median ms")
+    header.append(f"summarizer +median ms before the fast path ({FAST_PATH_COMMIT})")
+    header.append(f"summarizer +median ms before the lane ({LANE_COMMIT})")
     for stat in SHARES:
         header.append(f"summarizer +{stat} ms")
         if has_litellm:
@@ -91,15 +111,18 @@ def report(
             "percentile and concurrency, in milliseconds; *ratio* = summarizer's added latency "
             "over LiteLLM's (below 1 is better). Paths: direct to the test upstream (its own "
             "process, fixed one-word reply, no delay); `summarizer serve` (its own process, no "
-            "compaction triggered, the fast path on); *floor*: `benchmarks.passthrough`, a proxy "
-            "on the same stack (uvicorn, Starlette, httpx2) that only receives the body and "
-            "forwards it, no parsing: what moving the bytes costs on this machine, the least "
-            "any proxy built this way adds; "
-            f"{gateway}. *before*: summarizer's added median in the last run before the fast "
-            f"path (commit {BEFORE_COMMIT}, another day's load: compare it through each run's "
-            "floor and LiteLLM figures). Rows *100k + turns* are a growing session: each request "
-            "is the previous one plus a turn (what an agent sends, and where the fast path "
-            "reads only the new bytes); the other rows send the same body every time. "
+            "compaction triggered, the fast path and the lane on); *relay*: `benchmarks.relay`, "
+            "a TCP relay that writes each connection's bytes to the other side as they arrive, "
+            "no HTTP: what one more hop on loopback through a Python process costs on this "
+            "machine, the least any proxy can add; *stack floor*: `benchmarks.passthrough`, a "
+            "proxy on uvicorn, Starlette and httpx2 that reads the body, then forwards it, no "
+            "parsing: the least a proxy built that way adds; "
+            f"{gateway}. *before*: summarizer's added median in the last runs before the fast "
+            f"path (commit {FAST_PATH_COMMIT}) and before the lane (commit {LANE_COMMIT}), "
+            "other days' load: compare them through each run's floors and LiteLLM figures. "
+            "Rows *100k + turns* are a growing session: each request is the previous one plus "
+            "a turn (what an agent sends, and what the lane streams upstream as it arrives); "
+            "the other rows send the same body every time. "
             "At concurrency 1 each proxy alternates with "
             f"direct request by request, in rounds of its own ({plan.sequential_requests} "
             f"requests per proxy after {plan.warmup} warm-up requests per path; LiteLLM keeps "
@@ -132,8 +155,8 @@ def floors(cells: Sequence[Cell], *, has_litellm: bool) -> list[Floor]:
         session = ", growing session" if cell.growing else ""
         shape = f"concurrency 1, {_tokens(largest)} tokens{session}, {mode}"
         measured = f"{_ms(median)} ms"
-        if "floor" in cell.latencies:
-            measured += f" (floor {_ms(cell.added('floor', 'median'))} ms)"
+        if "relay" in cell.latencies:
+            measured += f" (relay {_ms(cell.added('relay', 'median'))} ms)"
         out.append(Floor(f"{shape}: median added", measured, "≤ 1 ms", median <= 0.001))
         out.append(Floor(f"{shape}: p99 added", f"{_ms(p99)} ms", "≤ 10 ms", p99 <= 0.010))
     if has_litellm:
