@@ -11,13 +11,10 @@ and is counted so.
 
 from __future__ import annotations
 
-import http.client
 import json
 import random
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +31,8 @@ from summarizer.proxy.chat_request import ChatRequest, parse_chat_request
 from summarizer.proxy.fast_path import KEY_BYTES, FastPath, Outcome
 from summarizer.proxy.settings import Settings
 from summarizer.testing import TestUpstream, summary_responder
+
+from .recording_relay import Recorder
 
 MODEL = "gpt-4o-mini"
 HEADERS = {"authorization": "Bearer sk-fast-path-test"}
@@ -366,65 +365,20 @@ def test_memory_is_bounded_by_bodies_and_bytes() -> None:
 # -- over HTTP: a proxy with the fast path and one without ----------------------------------------
 
 
-class Capture(ThreadingHTTPServer):
-    """A relay between a proxy and the test upstream that keeps the bytes of every request."""
-
-    daemon_threads = True
-
-    def __init__(self, upstream: TestUpstream) -> None:
-        super().__init__(("127.0.0.1", 0), _Relay)
-        self.upstream_port = upstream.port
-        self.bodies: list[bytes] = []
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-class _Relay(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: Capture
-
-    def do_POST(self) -> None:
-        length = int(self.headers["content-length"])
-        body = self.rfile.read(length)
-        if len(body) < length:  # the client gave up mid-body: no request was made
-            self.close_connection = True
-            return
-        self.server.bodies.append(body)
-        upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream_port, timeout=30)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host",)}
-        upstream.request("POST", self.path, body=body, headers=headers)
-        answer = upstream.getresponse()
-        content = answer.read()
-        self.send_response(answer.status)
-        for key, value in answer.getheaders():
-            if key.lower() not in ("content-length", "transfer-encoding", "connection"):
-                self.send_header(key, value)
-        self.send_header("content-length", str(len(content)))
-        self.end_headers()
-        self.wfile.write(content)
-        upstream.close()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @dataclass
 class Pair:
     """Two proxies, fast path on and off, each behind its own capture relay."""
 
-    on: tuple[ProxyServer, Capture]
-    off: tuple[ProxyServer, Capture]
+    on: tuple[ProxyServer, Recorder]
+    off: tuple[ProxyServer, Recorder]
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     with TestUpstream(responder=summary_responder) as upstream:
-        made: dict[bool, tuple[ProxyServer, Capture]] = {}
+        made: dict[bool, tuple[ProxyServer, Recorder]] = {}
         for fast in (True, False):
-            capture = Capture(upstream)
+            capture = Recorder(upstream)
             folder: Path = tmp_path_factory.mktemp(f"fast-{fast}")
             proxy = ProxyServer(
                 Settings(
@@ -458,11 +412,11 @@ def send_both(pair: Pair, bodies: list[bytes], session: str) -> int:
         for raw in bodies:
             answers = []
             for proxy, capture in (pair.on, pair.off):
-                sent = len(capture.bodies)
+                sent = len(capture.whole)
                 reply = client.post(
                     f"{proxy.base_url}/chat/completions", content=raw, headers=headers
                 )
-                answers.append((reply, capture.bodies[sent:]))
+                answers.append((reply, capture.whole[sent:]))
             (on, on_bodies), (off, off_bodies) = answers
             assert on.status_code == off.status_code
             assert on_bodies == off_bodies  # byte for byte, summary requests included

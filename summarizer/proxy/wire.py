@@ -152,12 +152,7 @@ class WireConnection(asyncio.Protocol):
         assert self._head is not None
         if self._error is not None and not self._head.done():
             raise self._error
-        try:
-            async with asyncio.timeout(self.read_timeout):
-                await self._head
-        except TimeoutError:
-            self.abandon()
-            raise httpx2.ReadTimeout("the upstream did not answer in time") from None
+        await self._within_timeout(self._head, "the upstream did not answer in time")
 
     async def body(self) -> AsyncIterator[bytes]:
         """The response body as it arrives (decoded from chunked transfer when it is)."""
@@ -174,12 +169,17 @@ class WireConnection(asyncio.Protocol):
             if self._error is not None:
                 raise self._error
             self._wake = self._loop.create_future()
-            try:
-                async with asyncio.timeout(self.read_timeout):
-                    await self._wake
-            except TimeoutError:
-                self.abandon()
-                raise httpx2.ReadTimeout("the upstream stopped sending its answer") from None
+            await self._within_timeout(self._wake, "the upstream stopped sending its answer")
+
+    async def _within_timeout(self, waited: asyncio.Future[None], problem: str) -> None:
+        """Wait for ``waited``; past the read timeout, the connection is closed and
+        ``ReadTimeout`` raised."""
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                await waited
+        except TimeoutError:
+            self.abandon()
+            raise httpx2.ReadTimeout(problem) from None
 
     def _decoded(self, chunk: bytes) -> bytes:
         """A body chunk without its content encoding (the lane asks for none, and decodes
