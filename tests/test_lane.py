@@ -104,6 +104,17 @@ def answer_text(response: httpx2.Response) -> str:
     return str(response.json()["choices"][0]["message"]["content"])
 
 
+def usage_events(response: httpx2.Response) -> int:
+    """How many events of a streamed answer carry usage (-1: not a stream)."""
+    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        return -1
+    return sum(
+        1
+        for line in response.text.splitlines()
+        if line.startswith("data: {") and json.loads(line[6:]).get("usage")
+    )
+
+
 def send_both(pair: Pair, bodies: list[bytes], session: str) -> None:
     """Each body to both proxies: the same bytes reach the upstream, the same answers return."""
     for raw in bodies:
@@ -118,6 +129,7 @@ def send_both(pair: Pair, bodies: list[bytes], session: str) -> None:
             assert lane.headers.get(name) == full.headers.get(name), name
         if lane.status_code == 200:
             assert answer_text(lane) == answer_text(full)
+            assert usage_events(lane) == usage_events(full)  # dropped unless asked for
         else:
             assert lane.json()["error"]["code"] == full.json()["error"]["code"]
 
