@@ -43,7 +43,7 @@ from .chat_context import ChatContext, Overhead
 from .chat_request import ChatRequest, ManagedRequest, parse_chat_request, truth_comment
 from .errors import error_event, error_payload
 from .fast_path import FastPath
-from .headers import response_headers
+from .headers import decoded_response_headers
 from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
 from .state import ProxyState
 
@@ -140,7 +140,7 @@ class ChatExchange:
         usage = self.chat.answer_usage(completion)
         if 200 <= status < 300 and self.chat.rewrite_answer(completion, self.context.result):
             content = json.dumps(completion).encode()
-        headers = {k: v for k, v in response_headers(upstream_headers) if k != "content-encoding"}
+        headers = decoded_response_headers(upstream_headers)
         headers.update(self.context.headers())
         return Response(content, status_code=status, headers=headers), usage
 
@@ -188,9 +188,7 @@ class ChatExchange:
             answer = await self._whole_answer(response)
             self.overhead.finish()
             return answer
-        headers = {
-            k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
-        }
+        headers = decoded_response_headers(response.headers.items())
         headers.update(self.context.headers())
         self.overhead.finish()
         return Response(content, status_code=response.status_code, headers=headers)
@@ -202,17 +200,14 @@ class ChatExchange:
             self.overhead.finish()
             return response
         if content is not None:  # an upstream error, passed through as is
-            headers = dict(response_headers(response.headers.items()))
-            headers.pop("content-encoding", None)
+            headers = decoded_response_headers(response.headers.items())
             self.overhead.finish()
             return Response(content, status_code=response.status_code, headers=headers)
         if not is_event_stream(response):  # an upstream that ignored "stream", or garbage
             answer = await self._whole_answer(response)
             self.overhead.finish()
             return answer
-        headers = {
-            k: v for k, v in response_headers(response.headers.items()) if k != "content-encoding"
-        }
+        headers = decoded_response_headers(response.headers.items())
         headers.update(self.context.headers())
         self.overhead.finish()
         return StreamingResponse(

@@ -104,6 +104,12 @@ def response_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]
     return [(name, value) for name, value in pairs if name not in skip]
 
 
+def decoded_response_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """``response_headers`` for a body relayed as read, decoded: ``Content-Encoding`` dropped
+    too."""
+    return {k: v for k, v in response_headers(headers) if k != "content-encoding"}
+
+
 def credential(headers: Mapping[str, str]) -> str | None:
     """The client's credential as sent (``Bearer`` prefix removed), or None."""
     for name in CREDENTIAL_HEADERS:

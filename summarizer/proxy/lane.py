@@ -200,7 +200,7 @@ class _Target:
 @functools.lru_cache(maxsize=256)
 def _target(route: ModelRoute) -> _Target:
     url = httpx2.URL(route.url(UPSTREAM_PATH))
-    return _Target(origin_of(str(url)), url.raw_path.decode("ascii"), url.netloc.decode("ascii"))
+    return _Target(origin_of(url), url.raw_path.decode("ascii"), url.netloc.decode("ascii"))
 
 
 _MAY_END = b"} \t\r\n"
@@ -351,7 +351,7 @@ class LaneRequest:
         until = max(self._sendable(), self.sent)
         # One write for the head and the body so far: each write is a system call.
         wire.begin(b"".join((self._head(), self.lead[0], self.buffer[self.sent : until])))
-        self.sent = max(self.sent, until)
+        self.sent = until
 
     async def _connect(self, origin: Any) -> None:
         pool = self.state.wire_pool
@@ -361,8 +361,7 @@ class LaneRequest:
         except httpx2.TransportError:
             return  # the full path will meet the same upstream and answer for it
         if self.handed:
-            wire.abandon()
-            pool.release(wire)
+            pool.discard(wire)
             return
         self._begin(wire)
 
@@ -429,11 +428,19 @@ class LaneRequest:
         """Close the guessed upstream request, unfinished: the upstream never acts on it."""
         if self.connecting is not None:
             self.connecting.cancel()
-        if self.wire is not None:
-            self.wire.abandon()
-            pool = self.state.wire_pool
-            if pool is not None:
-                pool.release(self.wire)
+        self.let_go(keep=False)
+
+    def let_go(self, *, keep: bool) -> None:
+        """Be done with the upstream connection: back to the pool when ``keep`` and its
+        exchange ended so that it can serve another, else closed. (Once the proxy has closed
+        its pool, every connection is closed already.)"""
+        wire, self.wire = self.wire, None
+        pool = self.state.wire_pool
+        if wire is not None and pool is not None:
+            if keep:
+                pool.release(wire)
+            else:
+                pool.discard(wire)
 
     def client_gone(self) -> None:
         """The client closed its connection: a body still arriving is handed over (the full

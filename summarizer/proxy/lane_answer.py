@@ -17,7 +17,7 @@ from .answers import broken_off, is_context_length
 from .chat import ChatExchange
 from .chat_request import ChatRequest
 from .errors import error_response
-from .headers import response_headers
+from .headers import decoded_response_headers
 from .wire import WireConnection
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class LaneAnswer:
         try:
             await wire.response_head()
         except httpx2.TransportError as exc:
-            wire.abandon()
+            self.lane.let_go(keep=False)
             await self._located(locating, exchange)
             self._finish(exchange, self.lane.state.upstream_failure(exc, context.route))
             return
@@ -109,7 +109,7 @@ class LaneAnswer:
             return
         finally:
             exchange.overhead.resume()
-            self._release(wire)
+            self.lane.let_go(keep=True)
         if 200 <= status < 300:
             response, usage = exchange.relayed_answer(status, upstream, content)
             self._finish(exchange, response)
@@ -118,10 +118,10 @@ class LaneAnswer:
         self.lane.state.metrics.upstream_errors.labels(str(status)).inc()
         if is_context_length(status, content):
             # The full path's one retry: it compacts harder and sends once more.
-            self.lane.handed, self.lane.wire = False, None
+            self.lane.handed = False  # its connection is let go already
             self.lane.hand_over(parsed, whole=True, overflowed=True)
             return
-        headers = {k: v for k, v in response_headers(upstream) if k != "content-encoding"}
+        headers = decoded_response_headers(upstream)
         if not parsed.stream:
             headers.update(context.headers())
         self._finish(exchange, Response(content, status_code=status, headers=headers))
@@ -157,14 +157,6 @@ class LaneAnswer:
             return not lead and not skip
         return outgoing == lead + raw[skip:]
 
-    def _release(self, wire: WireConnection) -> None:
-        self.lane.wire = None
-        pool = self.lane.state.wire_pool
-        if pool is not None:
-            pool.release(wire)
-        else:
-            wire.abandon()
-
     async def _relay(
         self,
         exchange: ChatExchange,
@@ -173,7 +165,7 @@ class LaneAnswer:
         wire: WireConnection,
     ) -> None:
         """Relay an event stream, chunked, as the full path's ``relay`` rewrites it."""
-        headers = {k: v for k, v in response_headers(upstream) if k != "content-encoding"}
+        headers = decoded_response_headers(upstream)
         headers.update(exchange.context.headers())
         exchange.overhead.finish()
         head = Response(b"", status_code=status, headers=headers)
@@ -183,7 +175,7 @@ class LaneAnswer:
         transport.write(self._status_and_headers(status, raw_headers, chunked=True))
 
         async def close() -> None:
-            self._release(wire)
+            self.lane.let_go(keep=True)
 
         async for piece in exchange.relay(wire.body(), close):
             if transport.is_closing():

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .chat_context import ChatContext, Overhead
-from .headers import response_headers
+from .headers import decoded_response_headers
 from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
 from .responses_request import CODEC, ResponsesRequest, parse_responses_request
 from .state import ProxyState
@@ -92,8 +92,7 @@ async def _forward(state: ProxyState, parsed: ResponsesRequest) -> Response:
         )
     except httpx2.TransportError as exc:
         return state.upstream_failure(exc, route)
-    headers = dict(response_headers(response.headers.items()))
-    headers.pop("content-encoding", None)
+    headers = decoded_response_headers(response.headers.items())
     headers["x-summarizer-warning"] = (
         "the conversation lives at the provider (previous_response_id): compacted upstream"
     )

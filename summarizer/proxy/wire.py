@@ -38,9 +38,8 @@ Origin = tuple[str, str, int]
 """(scheme, host, port)."""
 
 
-def origin_of(url: str) -> Origin:
+def origin_of(parsed: httpx2.URL) -> Origin:
     """The origin a URL's connection goes to."""
-    parsed = httpx2.URL(url)
     scheme = parsed.scheme
     port = parsed.port or (443 if scheme == "https" else 80)
     return scheme, parsed.host, port
@@ -261,8 +260,7 @@ class WirePool:
                 or now - connection.idle_since > KEEPALIVE_EXPIRY
                 or _readable(transport)
             ):
-                connection.abandon()
-                self._open.discard(connection)
+                self.discard(connection)
                 continue
             return connection
         return None
@@ -295,16 +293,18 @@ class WirePool:
     def release(self, connection: WireConnection) -> None:
         """Give a connection back after its exchange: pooled when it can serve another."""
         if connection.broken or not connection.complete or not connection.keep_alive:
-            connection.abandon()
-            self._open.discard(connection)
+            self.discard(connection)
             return
         connection.idle_since = time.monotonic()
         idle = self._idle.setdefault(connection.origin, [])
         idle.append(connection)
         if len(idle) > MAX_IDLE:
-            oldest = idle.pop(0)
-            oldest.abandon()
-            self._open.discard(oldest)
+            self.discard(idle.pop(0))
+
+    def discard(self, connection: WireConnection) -> None:
+        """Close a connection and forget it (an exchange given up, or one not to reuse)."""
+        connection.abandon()
+        self._open.discard(connection)
 
     def close(self) -> None:
         """Close every connection."""
