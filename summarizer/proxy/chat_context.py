@@ -7,7 +7,6 @@ silently: a warning header, a metric, and one log line per model.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -204,8 +203,8 @@ class ChatContext:
         self.reported_tokens, self.cached_tokens = usage_figures(usage)
         if not usable_usage(self.state, usage):
             return
-        write = self.route.context.observe_later(self.result, usage, model=self.chat.model)
-        if self.state.activity is not None:
-            self.state.activity.defer(write)  # past the answer, on the writer's thread
+        context, model = self.route.context, self.chat.model
+        if self.state.activity is not None:  # past the answer, on the writer's thread
+            self.state.activity.defer(context.observe_later(self.result, usage, model=model))
         else:
-            await asyncio.to_thread(write)
+            await context.aobserve(self.result, usage, model=model)
