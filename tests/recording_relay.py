@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import http.client
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+from summarizer.proxy import ProxyServer
+from summarizer.proxy.settings import Settings
 from summarizer.testing import TestUpstream
 
 
@@ -65,3 +70,27 @@ class _Relay(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+@contextmanager
+def recorded_proxy(
+    upstream: TestUpstream, folder: Path, *, fast_path: bool
+) -> Iterator[tuple[ProxyServer, Recorder]]:
+    """A proxy (a 3,000-token window, so that conversations compact) in front of a recorder in
+    front of ``upstream``, with the fast path (and the lane) on or off."""
+    recorder = Recorder(upstream)
+    settings = Settings(
+        upstream=recorder.base_url,
+        port=0,
+        db=folder / "checkpoints.db",
+        context_window=3_000,
+        keep_recent_tokens=300,
+        fast_path=fast_path,
+    )
+    proxy = ProxyServer(settings).start()
+    try:
+        yield proxy, recorder
+    finally:
+        proxy.stop()
+        recorder.shutdown()
+        recorder.server_close()

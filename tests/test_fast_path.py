@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -29,10 +29,9 @@ from summarizer.proxy import ProxyServer
 from summarizer.proxy.body import outgoing_body
 from summarizer.proxy.chat_request import ChatRequest, parse_chat_request
 from summarizer.proxy.fast_path import KEY_BYTES, FastPath, Outcome
-from summarizer.proxy.settings import Settings
 from summarizer.testing import TestUpstream, summary_responder
 
-from .recording_relay import Recorder
+from .recording_relay import Recorder, recorded_proxy
 
 MODEL = "gpt-4o-mini"
 HEADERS = {"authorization": "Bearer sk-fast-path-test"}
@@ -375,29 +374,13 @@ class Pair:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    with TestUpstream(responder=summary_responder) as upstream:
-        made: dict[bool, tuple[ProxyServer, Recorder]] = {}
-        for fast in (True, False):
-            capture = Recorder(upstream)
-            folder: Path = tmp_path_factory.mktemp(f"fast-{fast}")
-            proxy = ProxyServer(
-                Settings(
-                    upstream=capture.base_url,
-                    port=0,
-                    db=folder / "checkpoints.db",
-                    context_window=3_000,
-                    keep_recent_tokens=300,
-                    fast_path=fast,
-                )
-            ).start()
-            made[fast] = (proxy, capture)
-        try:
-            yield Pair(made[True], made[False])
-        finally:
-            for proxy, capture in made.values():
-                proxy.stop()
-                capture.shutdown()
-                capture.server_close()
+    with TestUpstream(responder=summary_responder) as upstream, ExitStack() as stack:
+        on, off = (
+            stack.enter_context(recorded_proxy(upstream, folder, fast_path=fast))
+            for fast in (True, False)
+            for folder in [tmp_path_factory.mktemp(f"fast-{fast}")]
+        )
+        yield Pair(on, off)
 
 
 SUMMARIZER_HEADERS = ("x-summarizer-compacted", "x-summarizer-prompt-tokens")

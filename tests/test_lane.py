@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from summarizer.proxy.lane import lane_protocol
 from summarizer.proxy.settings import Settings
 from summarizer.testing import Fault, TestUpstream, summary_responder
 
-from .recording_relay import Recorder
+from .recording_relay import Recorder, recorded_proxy
 
 MODEL = "gpt-4o-mini"
 TRICKY = '"\\]}[{,:' + "\n\t é日本🚀\u2028"
@@ -54,27 +55,13 @@ class Pair:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    with TestUpstream(responder=summary_responder) as upstream:
-        sides = []
-        for fast in (True, False):
-            recorder = Recorder(upstream)
-            folder: Path = tmp_path_factory.mktemp(f"lane-{fast}")
-            settings = Settings(
-                upstream=recorder.base_url,
-                port=0,
-                db=folder / "checkpoints.db",
-                context_window=3_000,
-                keep_recent_tokens=300,
-                fast_path=fast,
-            )
-            sides.append(Side(ProxyServer(settings).start(), recorder))
-        try:
-            yield Pair(upstream, *sides)
-        finally:
-            for side in sides:
-                side.proxy.stop()
-                side.recorder.shutdown()
-                side.recorder.server_close()
+    with TestUpstream(responder=summary_responder) as upstream, ExitStack() as stack:
+        sides = [
+            Side(*stack.enter_context(recorded_proxy(upstream, folder, fast_path=fast)))
+            for fast in (True, False)
+            for folder in [tmp_path_factory.mktemp(f"lane-{fast}")]
+        ]
+        yield Pair(upstream, *sides)
 
 
 def dumps(body: dict[str, Any]) -> bytes:
