@@ -190,3 +190,21 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting() -> None:
     store.gate.set()
     writer.close()
     assert dropped and sum(store.batches) + len(dropped) == 50
+
+
+def test_flush_returns_once_everything_queued_before_it_is_written() -> None:
+    from summarizer.proxy.activity_writer import ActivityWriter
+
+    store = CountingStore()
+    writer = ActivityWriter(store, interval=5.0)  # left alone, it would gather for 5 s
+    observed: list[int] = []
+    for i in range(3):
+        writer.submit(record("s", float(i), i), None)
+        writer.defer(lambda i=i: observed.append(i))
+    store.gate.clear()
+    assert not writer.flush(timeout=0.2)  # the store is held shut: not written yet
+    store.gate.set()
+    assert writer.flush(timeout=10)
+    assert observed == [0, 1, 2]
+    assert [r.tokens_sent for r in store.session_requests(None, "s")] == [0, 1, 2]
+    writer.close()

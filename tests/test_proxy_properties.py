@@ -397,6 +397,9 @@ class ProxyConversations(GrowingConversations):
             raise fail(FITS, f"no x-summarizer-prompt-tokens estimate ({estimate!r})")
         check_fits(int(estimate), context_window=WINDOW, reserve_output_tokens=RESERVE)
         sent = final.messages
+        # The proxy writes each answer's usage to the store just after the answer; a process
+        # started over the store after a graceful stop sees it written.
+        assert self.servers.proxy.flush_writes()
         fresh = ContextManager(
             store=self.servers.db,
             config=self.servers.settings.compaction,

@@ -41,7 +41,9 @@ class ActivityWriter:
         self.interval = interval
         self.batch = batch
         self.on_drop = on_drop
-        self._queue: queue.Queue[Item | Deferred | object] = queue.Queue(maxsize=capacity)
+        self._queue: queue.Queue[Item | Deferred | threading.Event | object] = queue.Queue(
+            maxsize=capacity
+        )
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._warned = False
@@ -62,6 +64,14 @@ class ActivityWriter:
         """Queue a store write that need not happen before the answer is sent (it logs its own
         failures; one that raises is logged here, once)."""
         self._put(write)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything queued so far is written (False: not within ``timeout``)."""
+        if self._thread is None:
+            return True
+        written = threading.Event()
+        self._queue.put(written)  # past the capacity too: it is the caller's to wait
+        return written.wait(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued, then stop the thread."""
@@ -86,6 +96,7 @@ class ActivityWriter:
         stopping = False
         while True:
             items: list[Item | Deferred] = []
+            flushes: list[threading.Event] = []
             try:
                 first = self._queue.get(timeout=self.interval)
             except queue.Empty:
@@ -94,12 +105,14 @@ class ActivityWriter:
                 continue
             if first is _STOP:
                 stopping = True
+            elif isinstance(first, threading.Event):
+                flushes.append(first)
             else:
                 items.append(first)  # type: ignore[arg-type]
             # Gather what comes within the interval: one transaction for a burst of requests,
             # not one (and its disk sync) per request. Once stopping, take what is queued.
-            deadline = time.monotonic() + (0.0 if stopping else self.interval)
-            while len(items) < self.batch:
+            deadline = time.monotonic() + (0.0 if stopping or flushes else self.interval)
+            while len(items) < self.batch and not flushes:
                 try:
                     wait = max(0.0, deadline - time.monotonic())
                     more = self._queue.get(timeout=wait) if wait else self._queue.get_nowait()
@@ -107,9 +120,13 @@ class ActivityWriter:
                     break
                 if more is _STOP:
                     stopping, deadline = True, 0.0
-                    continue
-                items.append(more)  # type: ignore[arg-type]
+                elif isinstance(more, threading.Event):
+                    flushes.append(more)  # written at once: someone waits for it
+                else:
+                    items.append(more)  # type: ignore[arg-type]
             self._write(items)
+            for flushed in flushes:
+                flushed.set()
             if stopping and self._queue.empty():
                 return
 

@@ -126,23 +126,15 @@ class ChatExchange:
     ) -> Response:
         """The answer to relay for a whole upstream answer (its usage observed) when it is a
         JSON object, else a 502."""
-        response, usage = self.relayed_answer(status, upstream_headers, content)
-        await self.context.observe(usage)
-        return response
-
-    def relayed_answer(
-        self, status: int, upstream_headers: Iterable[tuple[str, str]], content: bytes
-    ) -> tuple[Response, Any]:
-        """``answer``'s response, and the usage it has yet to observe (None: none)."""
         completion = json_object(content)
         if completion is None:
-            return invalid_answer(self.state, status, self.context.route), None
-        usage = self.chat.answer_usage(completion)
+            return invalid_answer(self.state, status, self.context.route)
+        await self.context.observe(self.chat.answer_usage(completion))
         if 200 <= status < 300 and self.chat.rewrite_answer(completion, self.context.result):
             content = json.dumps(completion).encode()
         headers = decoded_response_headers(upstream_headers)
         headers.update(self.context.headers())
-        return Response(content, status_code=status, headers=headers), usage
+        return Response(content, status_code=status, headers=headers)
 
     async def send_with_retry(self) -> tuple[httpx2.Response | Response, bytes | None]:
         """Send; on ``context_length_exceeded`` compact harder and send once more (the one

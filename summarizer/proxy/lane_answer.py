@@ -111,9 +111,7 @@ class LaneAnswer:
             exchange.overhead.resume()
             self.lane.let_go(keep=True)
         if 200 <= status < 300:
-            response, usage = exchange.relayed_answer(status, upstream, content)
-            self._finish(exchange, response)
-            await context.observe(usage)  # the answer is out; the next request is not yet in
+            self._finish(exchange, await exchange.answer(status, upstream, content))
             return
         self.lane.state.metrics.upstream_errors.labels(str(status)).inc()
         if is_context_length(status, content):

@@ -152,6 +152,13 @@ class ProxyServer:
             time.sleep(0.01)
         return self
 
+    def flush_writes(self, timeout: float = 10.0) -> bool:
+        """Wait until what the proxy writes to the store after its answers (the activity log,
+        usage observations for the shared calibration) is written: what a process that starts
+        over the store after a graceful stop sees."""
+        writer = self.app.state.proxy.activity
+        return writer is None or writer.flush(timeout)
+
     def stop(self) -> None:
         """Stop serving and wait for the thread (idempotent)."""
         server, self._server = self._server, None
