@@ -267,3 +267,30 @@ def test_an_overflow_on_the_lane_gets_the_full_paths_one_retry_and_the_checkpoin
     assert sent[0][0] == bodies[3] and sent[0][-1] != bodies[3]
     send_both(pair, [bodies[5]], "overflow")
     assert pair.lane.recorder.whole[-1] != bodies[5]  # rewritten by the checkpoint
+
+
+def test_each_request_on_the_lane_goes_upstream_with_its_own_headers(pair: Pair) -> None:
+    # The lane keeps upstream request heads per client headers: a header that changes between
+    # an agent's requests (a trace id) must reach the upstream as sent each time, never the
+    # head kept for an earlier request.
+    bodies = agent_session(seed=7, turns=10)
+    taken = pair.lane.metric("summarizer_lane_requests_total", "taken")
+    seen = []
+    for turn, raw in enumerate(bodies):
+        trace = f"trace-{turn % 2}-{turn}"
+        headers = {
+            "authorization": "Bearer sk-lane-heads",
+            "content-type": "application/json",
+            "x-summarizer-session": "heads",
+            "x-trace-id": trace,
+        }
+        before = len(pair.upstream.requests)
+        with httpx2.Client(timeout=60) as client:
+            reply = client.post(
+                f"{pair.lane.proxy.base_url}/chat/completions", content=raw, headers=headers
+            )
+        assert reply.status_code == 200
+        sent = [r for r in pair.upstream.requests[before:] if r.path.endswith("/completions")]
+        seen.append([r.headers.get("x-trace-id") for r in sent])
+    assert seen == [[f"trace-{turn % 2}-{turn}"] for turn in range(len(bodies))]
+    assert pair.lane.metric("summarizer_lane_requests_total", "taken") - taken >= 3

@@ -19,7 +19,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import httpx2
@@ -126,15 +126,26 @@ class ChatExchange:
     ) -> Response:
         """The answer to relay for a whole upstream answer (its usage observed) when it is a
         JSON object, else a 502."""
+        response, usage = self.answered(status, upstream_headers, content)
+        await self.context.observe(usage)
+        return response
+
+    def answered(
+        self, status: int, upstream_headers: Iterable[tuple[str, str]], content: bytes
+    ) -> tuple[Response, Any]:
+        """``answer`` without observing its usage: the answer to relay, and the usage to
+        observe (``ChatContext.observe``; the lane observes it once the answer is written)."""
         completion = json_object(content)
         if completion is None:
-            return invalid_answer(self.state, status, self.context.route)
-        await self.context.observe(self.chat.answer_usage(completion))
+            return invalid_answer(self.state, status, self.context.route), None
+        usage = self.chat.answer_usage(completion)
+        if isinstance(usage, Mapping):
+            usage = dict(usage)  # as reported, whatever rewriting the answer does to it
         if 200 <= status < 300 and self.chat.rewrite_answer(completion, self.context.result):
             content = json.dumps(completion).encode()
         headers = decoded_response_headers(upstream_headers)
         headers.update(self.context.headers())
-        return Response(content, status_code=status, headers=headers)
+        return Response(content, status_code=status, headers=headers), usage
 
     async def send_with_retry(self) -> tuple[httpx2.Response | Response, bytes | None]:
         """Send; on ``context_length_exceeded`` compact harder and send once more (the one

@@ -198,13 +198,21 @@ class ChatContext:
         """Calibrate with the provider's reported usage (ignored, and said once per kind of
         value, when ``prompt_tokens`` is not a positive integer): this session's calibration at
         once, the store's shared one by the activity writer, off the answer's path."""
+        if not self.observe_queued(usage):
+            assert self.result is not None
+            await self.route.context.aobserve(self.result, usage, model=self.chat.model)
+
+    def observe_queued(self, usage: Any) -> bool:
+        """``observe`` where it waits for nothing: this session's calibration now, the store's
+        queued for the activity writer. False when the usage is to be observed and the store
+        keeps no activity log: ``observe`` then writes it itself."""
         if self.result is None or not isinstance(usage, Mapping):
-            return
+            return True
         self.reported_tokens, self.cached_tokens = usage_figures(usage)
         if not usable_usage(self.state, usage):
-            return
-        context, model = self.route.context, self.chat.model
-        if self.state.activity is not None:  # past the answer, on the writer's thread
-            self.state.activity.defer(context.observe_later(self.result, usage, model=model))
-        else:
-            await context.aobserve(self.result, usage, model=model)
+            return True
+        if self.state.activity is None:
+            return False
+        write = self.route.context.observe_later(self.result, usage, model=self.chat.model)
+        self.state.activity.defer(write)  # past the answer, on the writer's thread
+        return True

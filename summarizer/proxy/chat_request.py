@@ -122,7 +122,11 @@ def json_object_body_noting(raw: bytes) -> tuple[dict[str, Any] | Response, bool
     return body, by_orjson
 
 
-def sender(headers: Any) -> tuple[str, str | None] | Response:
+Sender = tuple[str, str | None]
+"""Who sent a request: its credential's namespace and the ``X-Summarizer-Session`` it names."""
+
+
+def sender(headers: Any) -> Sender | Response:
     """Who sent a request: its credential's namespace and the session it names; or the 400 for
     an invalid ``X-Summarizer-Session``."""
     if (bad_session := invalid_session_header(headers)) is not None:

@@ -42,7 +42,7 @@ from starlette.responses import Response
 
 from ..core.located import Located
 from .body import MAX_JSON_DEPTH, deeper_than
-from .chat_request import ChatRequest, ManagedRequest, sender
+from .chat_request import ChatRequest, ManagedRequest, Sender, sender
 from .model_routes import ModelRoute
 
 Outcome = Literal["same", "appended", "no_match", "unproven", "not_learned"]
@@ -139,19 +139,32 @@ class FastPath:
 
     # -- the fast path --------------------------------------------------------------------------
 
-    def parse(self, raw: bytes, headers: Any) -> ChatRequest | None:
+    def parse(
+        self,
+        raw: bytes,
+        headers: Any,
+        *,
+        who: Sender | None = None,
+        proven: tuple[Remembered, int] | None = None,
+    ) -> ChatRequest | None:
         """The request ``raw`` is, built from a remembered body it extends; None when none
-        provably applies (the caller parses it whole, then ``learn``s it)."""
-        who = sender(headers)
-        if isinstance(who, Response) or len(raw) < KEY_BYTES:
+        provably applies (the caller parses it whole, then ``learn``s it).
+
+        ``who``: the sender (``sender(headers)``), when the caller has it already. ``proven``:
+        a remembered body and how many of its first bytes the caller has found equal to
+        ``raw``'s (the lane compares them as they arrive); they are not compared again.
+        """
+        found = sender(headers) if who is None else who
+        if isinstance(found, Response) or len(raw) < KEY_BYTES:
             self._count("no_match")
             return None
-        key = (who[0], who[1], raw[:KEY_BYTES])
+        key = (found[0], found[1], raw[:KEY_BYTES])
         with self._lock:
             candidates = list(self._groups.get(key, ()))
         outcome: Outcome = "no_match"
         for known in candidates:
-            extended = _extend(known, raw)
+            equal = proven[1] if proven is not None and proven[0] is known else 0
+            extended = _extend(known, raw, equal)
             if extended is None:
                 continue
             if isinstance(extended, str):
@@ -168,8 +181,8 @@ class FastPath:
                 body,
                 body["model"],
                 body.get("stream") is True,
-                who[0],
-                who[1],
+                found[0],
+                found[1],
                 headers,
                 True,
                 remembered,
@@ -178,12 +191,11 @@ class FastPath:
         self._count(outcome)
         return None
 
-    def newest(self, first: bytes, headers: Any) -> Remembered | None:
+    def newest(self, first: bytes, who: Sender) -> Remembered | None:
         """The most recently remembered body of the conversation whose body begins with
-        ``first`` (at least ``KEY_BYTES`` bytes) and has ``headers``: the one its next request
+        ``first`` (at least ``KEY_BYTES`` bytes), sent by ``who``: the one its next request
         most likely extends (the lane streams on that guess; ``parse`` proves it)."""
-        who = sender(headers)
-        if isinstance(who, Response) or len(first) < KEY_BYTES:
+        if len(first) < KEY_BYTES:
             return None
         with self._lock:
             group = self._groups.get((who[0], who[1], first[:KEY_BYTES]))
@@ -233,17 +245,20 @@ class FastPath:
                 del self._groups[known.key]
 
 
-def _extend(known: Remembered, raw: bytes) -> tuple[list[Any], int, int] | str | None:
+def _extend(
+    known: Remembered, raw: bytes, equal: int = 0
+) -> tuple[list[Any], int, int] | str | None:
     """The messages ``raw`` appends to ``known``, and where its last message ends and its
     messages array closes; None when ``raw`` does not extend ``known``'s bytes, ``"unproven"``
-    when it does but the new bytes are not a plain list of JSON values."""
+    when it does but the new bytes are not a plain list of JSON values. ``equal``: how many
+    first bytes of the two are known to be equal already."""
     held = memoryview(known.raw)
     tail = held[known.close + 1 :]
     close = len(raw) - len(tail) - 1
     if (
         close < known.end
         or raw[close] != _CLOSE
-        or not raw.startswith(held[: known.end])
+        or (equal < known.end and not raw.startswith(held[: known.end]))
         or not raw.endswith(tail)
     ):
         return None

@@ -47,6 +47,7 @@ from typing import Any, ClassVar
 
 import httpx2
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import (
     HttpToolsProtocol,
@@ -58,7 +59,7 @@ from ..core.messages import validate_messages
 from .access import RequestGuard
 from .body import kept_lead
 from .chat import HANDED_OVER, OVERFLOWED
-from .chat_request import ChatRequest
+from .chat_request import ChatRequest, Sender, sender
 from .fast_path import KEY_BYTES, Remembered
 from .lane_answer import LaneAnswer
 from .model_routes import ModelRoute
@@ -101,7 +102,8 @@ def lane_protocol(state: ProxyState) -> type[HttpToolsProtocol] | None:
         logger.info("the lane is off: this uvicorn's request cycle is not the one it knows")
         return None
     guard = RequestGuard(_unused_app, settings=state.settings, hop_name=state.hop_name)
-    return type("LaneProtocol", (LaneProtocol,), {"proxy": state, "guard": guard})
+    members = {"proxy": state, "guard": guard, "heads": {}}
+    return type("LaneProtocol", (LaneProtocol,), members)
 
 
 async def _unused_app(scope: Any, receive: Any, send: Any) -> None:  # pragma: no cover
@@ -113,6 +115,8 @@ class LaneProtocol(HttpToolsProtocol):
 
     proxy: ClassVar[ProxyState]
     guard: ClassVar[RequestGuard]
+    heads: ClassVar[dict[tuple[ModelRoute, tuple[tuple[bytes, bytes], ...]], bytes]]
+    """Upstream request heads before ``content-length`` (``LaneRequest._head``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -206,6 +210,9 @@ def _target(route: ModelRoute) -> _Target:
 _MAY_END = b"} \t\r\n"
 """Bytes a JSON object's text can end with."""
 
+MAX_HEADS = 256
+"""Upstream request heads kept per proxy (the oldest dropped first)."""
+
 MESSAGE_SLACK = 16
 """Tokens allowed per new message beyond its bytes (role and separators, as counted)."""
 
@@ -240,6 +247,7 @@ class LaneRequest:
         """Bytes of the body found equal to the guessed body's (up to its last message)."""
         self.sent = 0
         """Body bytes written upstream (the body's own offsets)."""
+        self.who: Sender | None = None
         self.known: Remembered | None = None
         self.route: ModelRoute | None = None
         self.target: _Target | None = None
@@ -280,7 +288,7 @@ class LaneRequest:
         raw = bytes(self.buffer)
         fast = self.state.fast_path
         assert fast is not None
-        parsed = fast.parse(raw, self.headers)
+        parsed = fast.parse(raw, self.headers, who=self.who, proven=(self.known, self.checked))
         if parsed is None:
             self.hand_over(None, whole=True, tried=True)
             return
@@ -295,13 +303,16 @@ class LaneRequest:
         """Open the upstream request for the body this one most likely extends."""
         fast = self.state.fast_path
         assert fast is not None
-        known = fast.newest(bytes(self.buffer[:KEY_BYTES]), self.headers)
+        who = sender(self.headers)
+        if isinstance(who, Response):
+            return False
+        known = fast.newest(bytes(self.buffer[:KEY_BYTES]), who)
         if known is None or known.end > self.length:
             return False
         lead = kept_lead(known.raw, known.body, stream=known.body.get("stream") is True)
         if lead is None:
             return False
-        self.known, self.lead, self.sent = known, lead, lead[1]
+        self.who, self.known, self.lead, self.sent = who, known, lead, lead[1]
         self.route = self.state.route_for(known.body["model"])
         self.target = _target(self.route)
         pool = self.state.wire_pool
@@ -315,7 +326,26 @@ class LaneRequest:
 
     def _head(self) -> bytes:
         """The upstream request's head: the full path's headers (``forward_headers`` plus the
-        client library's defaults it would add), for the guessed route."""
+        client library's defaults it would add), for the guessed route. An agent sends the same
+        headers with every request, so the head before ``content-length`` is kept per route and
+        client headers (``LaneProtocol.heads``)."""
+        assert self.route is not None
+        size = self.length - self.lead[1] + len(self.lead[0])
+        heads = self.protocol.heads
+        key = (
+            self.route,
+            tuple(h for h in self.cycle.scope["headers"] if h[0] != b"content-length"),
+        )
+        start = heads.get(key)
+        if start is None:
+            start = self._head_start()
+            if len(heads) >= MAX_HEADS:
+                del heads[next(iter(heads))]
+            heads[key] = start
+        return b"%bcontent-length: %d\r\n\r\n" % (start, size)
+
+    def _head_start(self) -> bytes:
+        """The head's lines before ``content-length``."""
         assert self.route is not None and self.target is not None
         forwarded = self.state.forward_headers(
             self.headers, drop=("accept-encoding",), api="openai", route=self.route
@@ -326,15 +356,13 @@ class LaneRequest:
             for name, value in self.state.http.headers.items()
             if name not in names and name != "accept-encoding"
         ]
-        size = self.length - self.lead[1] + len(self.lead[0])
         lines = [
             f"POST {self.target.path} HTTP/1.1",
             f"host: {self.target.host}",
             *(f"{name}: {value}" for name, value in [*defaults, *forwarded]),
             "accept-encoding: identity",
-            f"content-length: {size}",
         ]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
     def _sendable(self) -> int:
         """How much of the body may go upstream before it is proven: never its last byte (the

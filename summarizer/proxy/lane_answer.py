@@ -111,7 +111,16 @@ class LaneAnswer:
             exchange.overhead.resume()
             self.lane.let_go(keep=True)
         if 200 <= status < 300:
-            self._finish(exchange, await exchange.answer(status, upstream, content))
+            response, usage = exchange.answered(status, upstream, content)
+            if self.lane.state.activity is None:  # observing writes the store: first
+                await exchange.context.observe(usage)
+                self._finish(exchange, response)
+                return
+            self._write(exchange, response)
+            # In the same step of the loop as the answer is written, so before this
+            # connection's next request is read: only the store's write waits (queued).
+            exchange.context.observe_queued(usage)
+            self._done(exchange, response.status_code)
             return
         self.lane.state.metrics.upstream_errors.labels(str(status)).inc()
         if is_context_length(status, content):
@@ -185,13 +194,16 @@ class LaneAnswer:
         self._done(exchange, status)
 
     def _finish(self, exchange: ChatExchange, response: Response) -> None:
+        """Write a whole answer, and be done."""
+        self._write(exchange, response)
+        self._done(exchange, response.status_code)
+
+    def _write(self, exchange: ChatExchange, response: Response) -> None:
         """Write a whole answer."""
         exchange.overhead.finish()
-        status = response.status_code
-        head = self._status_and_headers(status, response.raw_headers, chunked=False)
+        head = self._status_and_headers(response.status_code, response.raw_headers, chunked=False)
         self.lane.written = True
         self.lane.protocol.transport.write(head + bytes(response.body))
-        self._done(exchange, status)
 
     def _status_and_headers(
         self, status: int, headers: list[tuple[bytes, bytes]], *, chunked: bool

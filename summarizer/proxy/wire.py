@@ -52,6 +52,8 @@ class WireConnection(asyncio.Protocol):
         self.origin = origin
         self.read_timeout = read_timeout
         self.transport: asyncio.Transport | None = None
+        self.fileno = -1
+        """The socket's file descriptor (-1: none known)."""
         self.idle_since = 0.0
         self.broken = False
         """Never to be reused: closed, failed, or mid-exchange when abandoned."""
@@ -73,6 +75,8 @@ class WireConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        sock = transport.get_extra_info("socket")
+        self.fileno = sock.fileno() if sock is not None else -1
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -224,14 +228,14 @@ class WireConnection(asyncio.Protocol):
             wake.set_result(None)
 
 
-def _readable(transport: asyncio.Transport) -> bool:
-    """Whether an idle connection has something to read: the upstream closed it (or sent
-    what it should not have), and the event loop has not seen it yet."""
-    sock = transport.get_extra_info("socket")
-    if sock is None:
+def _readable(fileno: int) -> bool:
+    """Whether an idle connection (its socket's ``fileno``) has something to read: the
+    upstream closed it (or sent what it should not have), and the event loop has not seen it
+    yet."""
+    if fileno < 0:
         return False
     try:
-        return bool(select.select([sock.fileno()], [], [], 0)[0])
+        return bool(select.select([fileno], [], [], 0)[0])
     except (OSError, ValueError):
         return True
 
@@ -258,7 +262,7 @@ class WirePool:
                 or transport is None
                 or transport.is_closing()
                 or now - connection.idle_since > KEEPALIVE_EXPIRY
-                or _readable(transport)
+                or _readable(connection.fileno)
             ):
                 self.discard(connection)
                 continue
