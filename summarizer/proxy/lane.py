@@ -57,6 +57,7 @@ from uvicorn.protocols.http.httptools_impl import (
 from ..core.errors import InvalidConversation
 from ..core.messages import validate_messages
 from .access import RequestGuard
+from .arrived import ArrivedBody
 from .body import kept_lead
 from .chat import HANDED_OVER, OVERFLOWED
 from .chat_request import ChatRequest, Sender, sender
@@ -242,7 +243,7 @@ class LaneRequest:
         self.state = protocol.proxy
         self.started = time.time()
         self.headers = Headers(raw=list(cycle.scope["headers"]))
-        self.buffer = bytearray()
+        self.body = ArrivedBody()
         self.checked = 0
         """Bytes of the body found equal to the guessed body's (up to its last message)."""
         self.sent = 0
@@ -265,9 +266,9 @@ class LaneRequest:
 
     def feed(self, body: bytes) -> None:
         """More of the body: checked against the guess and streamed upstream."""
-        self.buffer += body
+        self.body.append(body)
         if self.known is None:
-            if len(self.buffer) < KEY_BYTES:
+            if len(self.body) < KEY_BYTES:
                 return
             if not self._guess():
                 self.hand_over(None, whole=False)
@@ -285,7 +286,7 @@ class LaneRequest:
         if self.known is None:
             self.hand_over(None, whole=True)
             return
-        raw = bytes(self.buffer)
+        raw = self.body.joined()
         fast = self.state.fast_path
         assert fast is not None
         parsed = fast.parse(raw, self.headers, who=self.who, proven=(self.known, self.checked))
@@ -306,7 +307,7 @@ class LaneRequest:
         who = sender(self.headers)
         if isinstance(who, Response):
             return False
-        known = fast.newest(bytes(self.buffer[:KEY_BYTES]), who)
+        known = fast.newest(b"".join(self.body.views(0, KEY_BYTES)), who)
         if known is None or known.end > self.length:
             return False
         lead = kept_lead(known.raw, known.body, stream=known.body.get("stream") is True)
@@ -369,16 +370,15 @@ class LaneRequest:
         upstream cannot act on an unfinished body), and never a prefix that ends with ``}`` and
         whitespace, so that even a server that took a cut-off body as whole could not read a
         JSON object from it."""
-        until = min(len(self.buffer), self.length - 1)
-        while until > self.sent and self.buffer[until - 1] in _MAY_END:
+        until = min(len(self.body), self.length - 1)
+        while until > self.sent and self.body.byte(until - 1) in _MAY_END:
             until -= 1
         return until
 
     def _begin(self, wire: WireConnection) -> None:
         self.wire = wire
         until = max(self._sendable(), self.sent)
-        # One write for the head and the body so far: each write is a system call.
-        wire.begin(b"".join((self._head(), self.lead[0], self.buffer[self.sent : until])))
+        wire.begin(self._head() + self.lead[0], self.body.views(self.sent, until))
         self.sent = until
 
     async def _connect(self, origin: Any) -> None:
@@ -396,12 +396,9 @@ class LaneRequest:
     def _matches(self) -> bool:
         """Whether the bytes in so far agree with the guessed body up to its last message."""
         assert self.known is not None
-        end = min(len(self.buffer), self.known.end)
+        end = min(len(self.body), self.known.end)
         if self.checked < end:
-            # startswith on a memoryview is one memcmp (comparing memoryviews goes byte by byte).
-            if not self.known.raw.startswith(
-                memoryview(self.buffer)[self.checked : end], self.checked
-            ):
+            if not self.body.same_as(self.known.raw, self.checked, end):
                 return False
             self.checked = end
         return True
@@ -412,7 +409,7 @@ class LaneRequest:
             return
         until = self._sendable()
         if until > self.sent:
-            self.wire.write(bytes(memoryview(self.buffer)[self.sent : until]))
+            self.wire.write(self.body.views(self.sent, until))
             self.sent = until
 
     def _too_slow(self) -> None:
@@ -440,7 +437,7 @@ class LaneRequest:
         protocol, cycle = self.protocol, self.cycle
         if protocol.receiving is self:
             protocol.receiving = None  # the rest of the body goes to uvicorn's on_body
-        cycle.body = self.buffer
+        cycle.body = bytearray().join(self.body.pieces)  # uvicorn's on_body appends the rest
         if whole:
             cycle.more_body = False
             if parsed is not None or tried:
@@ -520,5 +517,5 @@ class LaneRequest:
         assert self.wire is not None
         self.handed = True
         self.timer.cancel()
-        self.wire.write(raw[self.sent :])
+        self.wire.write([memoryview(raw)[self.sent :]])
         self.sent = len(raw)

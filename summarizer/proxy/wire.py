@@ -23,7 +23,7 @@ import ssl
 import time
 import zlib
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import cast
 
 import httptools
@@ -136,19 +136,21 @@ class WireConnection(asyncio.Protocol):
 
     # -- the exchange -----------------------------------------------------------------------------
 
-    def begin(self, head: bytes) -> None:
-        """Start a request: write its head (the body follows with ``write``)."""
+    def begin(self, head: bytes, body: Sequence[bytes | memoryview] = ()) -> None:
+        """Start a request: write its head and the first ``body`` pieces (more follow with
+        ``write``)."""
         assert self.transport is not None
         self._head = self._loop.create_future()
         self.status, self.headers, self._complete, self._decoder = 0, [], False, None
-        self.transport.write(head)
+        self.transport.writelines([head, *body])
 
-    def write(self, data: bytes | memoryview) -> None:
-        """Write request body bytes."""
+    def write(self, pieces: Sequence[bytes | memoryview]) -> None:
+        """Write request body bytes, given as pieces of immutable bytes (a write the socket
+        cannot take at once keeps them): one system call for all of them."""
         if self._error is not None:
             return  # reported by response_head
         assert self.transport is not None
-        self.transport.write(data)
+        self.transport.writelines(pieces)
 
     async def response_head(self) -> None:
         """Wait for the response's status and headers (``status``, ``headers``)."""
