@@ -294,3 +294,14 @@ def test_each_request_on_the_lane_goes_upstream_with_its_own_headers(pair: Pair)
         seen.append([r.headers.get("x-trace-id") for r in sent])
     assert seen == [[f"trace-{turn % 2}-{turn}"] for turn in range(len(bodies))]
     assert pair.lane.metric("summarizer_lane_requests_total", "taken") - taken >= 3
+
+
+def test_an_answer_carries_one_date_on_the_lane_and_on_the_full_path(pair: Pair) -> None:
+    # The server dates every answer itself; the upstream's Date must not make a second one.
+    bodies = agent_session(seed=11, turns=4)
+    for side in (pair.lane, pair.full):
+        for raw in bodies:
+            reply = post(side, raw, "dates")
+            assert reply.status_code == 200
+            assert len(reply.headers.get_list("date")) == 1
+    assert pair.lane.metric("summarizer_lane_requests_total", "taken") >= 1

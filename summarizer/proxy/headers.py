@@ -31,6 +31,9 @@ HOP_BY_HOP = frozenset(
 """RFC 9110 §7.6.1 connection-specific headers, never forwarded."""
 
 _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
+_NOT_RELAYED = _NOT_FORWARDED | {"date"}
+"""The server the proxy runs on dates every answer itself: the upstream's ``Date`` would be a
+second one."""
 CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key")
 """Where OpenAI, Azure OpenAI and Anthropic-style clients put their key."""
 SESSION_HEADER = "x-summarizer-session"
@@ -98,9 +101,9 @@ def via_names(values: Iterable[str]) -> set[str]:
 
 
 def response_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The upstream's response headers to relay (hop-by-hop and length dropped)."""
+    """The upstream's response headers to relay (hop-by-hop, length and date dropped)."""
     pairs = [(name.lower(), value) for name, value in headers]
-    skip = _NOT_FORWARDED | _connection_scoped(pairs)
+    skip = _NOT_RELAYED | _connection_scoped(pairs)
     return [(name, value) for name, value in pairs if name not in skip]
 
 
