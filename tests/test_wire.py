@@ -184,3 +184,66 @@ def test_nothing_listening_is_a_connect_error() -> None:
             await pool.connect(origin)
 
     asyncio.run(run())
+
+
+@asynccontextmanager
+async def trickling(pieces: list[tuple[float, bytes]]) -> AsyncIterator[tuple[str, str, int]]:
+    """A server answering each request with ``pieces``, each written after its delay."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            for delay, piece in pieces:
+                await asyncio.sleep(delay)
+                writer.write(piece)
+                await writer.drain()
+            await asyncio.sleep(1)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    listening = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield ("http", "127.0.0.1", listening.sockets[0].getsockname()[1])
+    finally:
+        listening.close()
+
+
+async def whole(pool: WirePool, origin: tuple[str, str, int]) -> tuple[int, bytes]:
+    wire = await pool.connect(origin)
+    wire.begin(REQUEST)
+    await wire.whole_response()
+    assert wire.complete  # read has it all: nothing is waited for
+    return wire.status, await wire.read()
+
+
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(PAYLOAD)
+
+
+def test_a_whole_response_waits_for_its_body_however_it_is_cut() -> None:
+    async def run() -> None:
+        pool = WirePool(connect_timeout=5, read_timeout=0.3)
+        # The head, then the body in pieces: each gap under the read timeout, all of them
+        # together over it.
+        cut = [(0.0, HEAD)] + [(0.15, PAYLOAD[i : i + 500]) for i in range(0, len(PAYLOAD), 500)]
+        async with trickling(cut) as origin:
+            assert await whole(pool, origin) == (200, PAYLOAD)
+        async with trickling([(0.0, HEAD + PAYLOAD)]) as origin:
+            assert await whole(pool, origin) == (200, PAYLOAD)
+        pool.close()
+
+    asyncio.run(run())
+
+
+def test_a_whole_response_whose_body_stalls_times_out() -> None:
+    async def run() -> None:
+        pool = WirePool(connect_timeout=5, read_timeout=0.2)
+        async with trickling([(0.0, HEAD), (0.05, PAYLOAD[:10]), (0.5, PAYLOAD[10:])]) as origin:
+            with pytest.raises(httpx2.ReadTimeout):
+                await whole(pool, origin)
+        pool.close()
+
+    asyncio.run(run())

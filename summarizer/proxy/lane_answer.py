@@ -86,7 +86,8 @@ class LaneAnswer:
         assert wire is not None
         exchange.overhead.pause()
         try:
-            await wire.response_head()
+            # A whole answer is read whole anyway: wait for all of it at once.
+            await (wire.response_head() if parsed.stream else wire.whole_response())
         except httpx2.TransportError as exc:
             self.lane.let_go(keep=False)
             await self._located(locating, exchange)

@@ -60,6 +60,10 @@ class WireConnection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._loop = asyncio.get_running_loop()
         self._head: asyncio.Future[None] | None = None
+        """Resolved once the response's head is in (its whole, for ``whole_response``)."""
+        self._head_seen = False
+        self._whole = False
+        self._deadline: asyncio.Timeout | None = None
         self._chunks: deque[bytes] = deque()
         self._held = 0
         self._wake: asyncio.Future[None] | None = None
@@ -85,7 +89,7 @@ class WireConnection(asyncio.Protocol):
             self._fail(httpx2.RemoteProtocolError(f"invalid response from the upstream: {exc}"))
 
     def eof_received(self) -> bool | None:
-        if self._head is not None and self._head.done() and self._close_delimited():
+        if self._head_seen and self._close_delimited():
             self.on_message_complete()  # a body without a length ends with the connection
         self._fail(httpx2.RemoteProtocolError("the upstream closed the connection"))
         return None
@@ -117,7 +121,9 @@ class WireConnection(asyncio.Protocol):
             error = f"the upstream answered in an unsupported encoding {encoding!r}"
             self._fail(httpx2.RemoteProtocolError(error))
             return
-        if self._head is not None and not self._head.done():
+        self._head_seen = True
+        self._bytes_arrived()
+        if not self._whole and self._head is not None and not self._head.done():
             self._head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
@@ -126,12 +132,15 @@ class WireConnection(asyncio.Protocol):
         if self._held > _HIGH_WATER and self.transport is not None and not self._paused:
             self._paused = True
             self.transport.pause_reading()
+        self._bytes_arrived()
         self._signal()
 
     def on_message_complete(self) -> None:
         if 100 <= self.status < 200:
             return
         self._complete = True
+        if self._whole and self._head is not None and not self._head.done():
+            self._head.set_result(None)
         self._signal()
 
     # -- the exchange -----------------------------------------------------------------------------
@@ -142,6 +151,7 @@ class WireConnection(asyncio.Protocol):
         assert self.transport is not None
         self._head = self._loop.create_future()
         self.status, self.headers, self._complete, self._decoder = 0, [], False, None
+        self._head_seen = self._whole = False
         self.transport.writelines([head, *body])
 
     def write(self, pieces: Sequence[bytes | memoryview]) -> None:
@@ -157,6 +167,18 @@ class WireConnection(asyncio.Protocol):
         assert self._head is not None
         if self._error is not None and not self._head.done():
             raise self._error
+        await self._within_timeout(self._head, "the upstream did not answer in time")
+
+    async def whole_response(self) -> None:
+        """Wait for the whole response: status, headers and body (``read`` then has it all).
+        One wake for the lot, however many packets it came in; the read timeout holds for each
+        gap between its bytes, as when reading it piece by piece."""
+        assert self._head is not None
+        self._whole = True
+        if self._error is not None and not self._head.done():
+            raise self._error
+        if self._head.done() and not self._complete and self._head.exception() is None:
+            self._head = self._loop.create_future()  # the head came first: wait for the rest
         await self._within_timeout(self._head, "the upstream did not answer in time")
 
     async def body(self) -> AsyncIterator[bytes]:
@@ -180,11 +202,18 @@ class WireConnection(asyncio.Protocol):
         """Wait for ``waited``; past the read timeout, the connection is closed and
         ``ReadTimeout`` raised."""
         try:
-            async with asyncio.timeout(self.read_timeout):
+            async with asyncio.timeout(self.read_timeout) as self._deadline:
                 await waited
         except TimeoutError:
             self.abandon()
             raise httpx2.ReadTimeout(problem) from None
+        finally:
+            self._deadline = None
+
+    def _bytes_arrived(self) -> None:
+        """Some of the response arrived: a wait for more starts its read timeout again."""
+        if self._deadline is not None:
+            self._deadline.reschedule(self._loop.time() + self.read_timeout)
 
     def _decoded(self, chunk: bytes) -> bytes:
         """A body chunk without its content encoding (the lane asks for none, and decodes
