@@ -208,3 +208,30 @@ def test_flush_returns_once_everything_queued_before_it_is_written() -> None:
     assert observed == [0, 1, 2]
     assert [r.tokens_sent for r in store.session_requests(None, "s")] == [0, 1, 2]
     writer.close()
+
+
+def test_nothing_queued_while_the_writer_drains_is_lost_or_written_twice() -> None:
+    from summarizer.proxy.activity_writer import ActivityWriter
+
+    store = CountingStore()
+    writer = ActivityWriter(store, interval=0.0005, batch=7)  # drains all the time
+    deferred: list[int] = []
+
+    def produce(base: int) -> None:
+        for i in range(base, base + 500):
+            writer.submit(record("s", float(i), i), None)
+            if i % 3 == 0:
+                writer.defer(lambda i=i: deferred.append(i))
+            if i % 97 == 0:
+                writer.flush(timeout=10)
+
+    threads = [threading.Thread(target=produce, args=(n * 1000,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert writer.flush(timeout=10)
+    sent = sorted(r.tokens_sent for r in store.session_requests(None, "s"))
+    assert sent == sorted(n * 1000 + i for n in range(4) for i in range(500))
+    assert sorted(deferred) == sorted(i for i in sent if i % 3 == 0)
+    writer.close()

@@ -27,8 +27,8 @@ from starlette.responses import Response
 from summarizer import ContextManager
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.body import outgoing_body
-from summarizer.proxy.chat_request import ChatRequest, parse_chat_request
-from summarizer.proxy.fast_path import KEY_BYTES, FastPath, Outcome
+from summarizer.proxy.chat_request import ChatRequest, parse_chat_request, sender
+from summarizer.proxy.fast_path import KEY_BYTES, FastPath, Outcome, Remembered
 from summarizer.testing import TestUpstream, summary_responder
 
 from .recording_relay import Recorder, recorded_proxy
@@ -165,6 +165,19 @@ def take(fast: FastPath, raw: bytes) -> tuple[ChatRequest | None, ChatRequest]:
     return quick, whole
 
 
+def extension_of(fast: FastPath, raw: bytes) -> tuple[Remembered, list[Any]] | None:
+    """What ``FastPath.extension`` proves ``raw`` appends to the newest remembered body of its
+    conversation, when its bytes before that body's last message are that body's (as the lane
+    checks them): the body and the new messages."""
+    who = sender(HEADERS)
+    assert not isinstance(who, Response)
+    known = fast.newest(raw[:KEY_BYTES], who) if len(raw) >= KEY_BYTES else None
+    if known is None or not raw.startswith(known.raw[: known.end]):
+        return None
+    extended = fast.extension(known, raw[known.end :], len(raw))
+    return None if extended is None else (known, extended[0])
+
+
 def assert_same_request(quick: ChatRequest, whole: ChatRequest) -> None:
     # json.dumps tells 1 from 1.0 and True, and keeps key order: the parse is the same, exactly.
     assert json.dumps(quick.body) == json.dumps(whole.body)
@@ -197,7 +210,12 @@ def test_fast_path_requests_are_the_full_paths_on_random_sessions(bodies: list[b
     fast, _ = counting()
     quick_engine, whole_engine = ContextManager(), ContextManager()
     for raw in bodies:
+        extended = extension_of(fast, raw)
         quick, whole = take(fast, raw)
+        if extended is not None:  # what the lane proves from the new bytes alone
+            known, new = extended
+            assert json.dumps([*known.body["messages"], *new]) == json.dumps(whole.body["messages"])
+            assert quick is not None
         if quick is None:
             continue
         assert_same_request(quick, whole)

@@ -10,8 +10,10 @@ handed over to the full path, and what the lane had streamed of it never reads a
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from summarizer.proxy import ProxyServer
 from summarizer.proxy.app import create_app
 from summarizer.proxy.lane import lane_protocol
 from summarizer.proxy.settings import Settings
-from summarizer.testing import Fault, TestUpstream, summary_responder
+from summarizer.testing import Fault, Reply, TestUpstream, summary_responder
 
 from .recording_relay import Recorder, recorded_proxy
 
@@ -305,3 +307,42 @@ def test_an_answer_carries_one_date_on_the_lane_and_on_the_full_path(pair: Pair)
             assert reply.status_code == 200
             assert len(reply.headers.get_list("date")) == 1
     assert pair.lane.metric("summarizer_lane_requests_total", "taken") >= 1
+
+
+def test_a_stream_on_the_lane_reaches_the_client_as_the_upstream_sends_it(
+    tmp_path: Path,
+) -> None:
+    # The lane writes what is ready together: events that come apart must still go at once,
+    # not wait for the rest of the stream. (Straight to the upstream: the recorder in front of
+    # the pair's reads each answer whole.)
+    bodies = [dumps({**json.loads(raw), "stream": True}) for raw in agent_session(13, 3)]
+    settings = Settings(port=0, db=tmp_path / "checkpoints.db", context_window=3_000)
+    with TestUpstream(responder=summary_responder) as upstream:
+        proxy = ProxyServer(settings.model_copy(update={"upstream": upstream.base_url})).start()
+        try:
+            side = Side(proxy, None)  # type: ignore[arg-type]
+            for raw in bodies[:-1]:
+                assert post(side, raw, "trickle").status_code == 200
+            taken = side.metric("summarizer_lane_requests_total", "taken")
+            upstream.enqueue(Reply(content="one two three four five six", chunk_delay=0.3))
+            headers = {
+                "authorization": "Bearer sk-lane-test",
+                "content-type": "application/json",
+                "x-summarizer-session": "trickle",
+            }
+            arrivals: list[float] = []
+            with httpx2.Client(timeout=60) as client:
+                started = time.monotonic()
+                url = f"{proxy.base_url}/chat/completions"
+                with client.stream("POST", url, content=bodies[-1], headers=headers) as reply:
+                    assert reply.status_code == 200
+                    for line in reply.iter_lines():
+                        if line.startswith("data: {"):
+                            arrivals.append(time.monotonic() - started)
+            assert side.metric("summarizer_lane_requests_total", "taken") == taken + 1
+        finally:
+            proxy.stop()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+    assert len(gaps) >= 4
+    assert arrivals[0] < 0.25  # the first event came before the upstream's next one
+    assert sum(gap > 0.15 for gap in gaps) >= len(gaps) - 1  # and each as it was sent

@@ -5,14 +5,17 @@ thread writes what queues within ``interval`` seconds of the first, in one trans
 same thread runs the other store writes a request defers past its answer (``defer``: the usage
 observation that calibrates the shared counts). The queue is bounded: past ``capacity`` items
 an item is dropped and counted, never waited for. Closing flushes what is queued.
+
+Queueing is an append to a deque: only the first item of a batch wakes the thread (a request
+that woke it twice, through a condition, made the event loop hand the interpreter lock to it
+and back at each of its answers).
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
-import time
+from collections import deque
 from collections.abc import Callable
 
 from ..core.activity import Recording, RequestRecord
@@ -40,10 +43,14 @@ class ActivityWriter:
         self.log = log
         self.interval = interval
         self.batch = batch
+        self.capacity = capacity
         self.on_drop = on_drop
-        self._queue: queue.Queue[Item | Deferred | threading.Event | object] = queue.Queue(
-            maxsize=capacity
-        )
+        self._items: deque[Item | Deferred | threading.Event | object] = deque()
+        self._wake = threading.Event()
+        """Set: something is queued (only the first item of a batch sets it)."""
+        self._hurry = threading.Event()
+        """Set: someone waits (a flush, the close): write without gathering."""
+        self._signalled = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._warned = False
@@ -52,25 +59,28 @@ class ActivityWriter:
         """Queue one request's record (and, with recording on, how to build its recording)."""
         self._put((record, recording))
 
-    def _put(self, item: Item | Deferred) -> None:
-        self._ensure_started()
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
-            if self.on_drop is not None:
-                self.on_drop()
-
     def defer(self, write: Deferred) -> None:
         """Queue a store write that need not happen before the answer is sent (it logs its own
         failures; one that raises is logged here, once)."""
         self._put(write)
+
+    def _put(self, item: Item | Deferred) -> None:
+        self._ensure_started()
+        if len(self._items) >= self.capacity:
+            if self.on_drop is not None:
+                self.on_drop()
+            return
+        self._items.append(item)
+        if not self._signalled:
+            self._signalled = True
+            self._wake.set()
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until everything queued so far is written (False: not within ``timeout``)."""
         if self._thread is None:
             return True
         written = threading.Event()
-        self._queue.put(written)  # past the capacity too: it is the caller's to wait
+        self._urge(written)  # past the capacity too: it is the caller's to wait
         return written.wait(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
@@ -78,9 +88,15 @@ class ActivityWriter:
         thread = self._thread
         if thread is None:
             return
-        self._queue.put(_STOP)
+        self._urge(_STOP)
         thread.join(timeout)
         self._thread = None
+
+    def _urge(self, marker: threading.Event | object) -> None:
+        """Queue ``marker`` and have the thread write up to it at once."""
+        self._items.append(marker)
+        self._hurry.set()
+        self._wake.set()
 
     def _ensure_started(self) -> None:
         if self._thread is not None:
@@ -93,42 +109,41 @@ class ActivityWriter:
                 self._thread.start()
 
     def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            # Gather what comes within the interval: one transaction for a burst of requests,
+            # not one (and its disk sync) per request.
+            self._hurry.wait(self.interval)
+            # Cleared before draining: an item queued from here on sets them again.
+            self._hurry.clear()
+            self._wake.clear()
+            self._signalled = False
+            if self._drain():
+                return
+
+    def _drain(self) -> bool:
+        """Write everything queued, in batches, answering flushes in order; True once the
+        close was met (what was queued before it is written)."""
+        items: list[Item | Deferred] = []
         stopping = False
         while True:
-            items: list[Item | Deferred] = []
-            flushes: list[threading.Event] = []
             try:
-                first = self._queue.get(timeout=self.interval)
-            except queue.Empty:
-                if stopping:
-                    return
-                continue
-            if first is _STOP:
+                item = self._items.popleft()
+            except IndexError:
+                break
+            if item is _STOP:
                 stopping = True
-            elif isinstance(first, threading.Event):
-                flushes.append(first)
+            elif isinstance(item, threading.Event):
+                self._write(items)
+                items = []
+                item.set()
             else:
-                items.append(first)  # type: ignore[arg-type]
-            # Gather what comes within the interval: one transaction for a burst of requests,
-            # not one (and its disk sync) per request. Once stopping, take what is queued.
-            deadline = time.monotonic() + (0.0 if stopping or flushes else self.interval)
-            while len(items) < self.batch and not flushes:
-                try:
-                    wait = max(0.0, deadline - time.monotonic())
-                    more = self._queue.get(timeout=wait) if wait else self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is _STOP:
-                    stopping, deadline = True, 0.0
-                elif isinstance(more, threading.Event):
-                    flushes.append(more)  # written at once: someone waits for it
-                else:
-                    items.append(more)  # type: ignore[arg-type]
-            self._write(items)
-            for flushed in flushes:
-                flushed.set()
-            if stopping and self._queue.empty():
-                return
+                items.append(item)  # type: ignore[arg-type]
+                if len(items) >= self.batch:
+                    self._write(items)
+                    items = []
+        self._write(items)
+        return stopping
 
     def _write(self, items: list[Item | Deferred]) -> None:
         records = [item for item in items if isinstance(item, tuple)]

@@ -62,6 +62,10 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_CANDIDATES = 64
 """``]`` bytes tried, from the end of a body, as the one that closes ``messages``."""
 
+Extension = tuple[list[Any], int, int]
+"""What a body appends to a remembered one: the new messages, where its last message ends and
+where its ``]`` closing ``messages`` stands."""
+
 _WHITESPACE = b" \t\r\n"
 _CLOSE = ord("]")
 _COMMA = ord(",")
@@ -170,26 +174,42 @@ class FastPath:
             if isinstance(extended, str):
                 outcome = "unproven"
                 continue
-            new, end, close = extended
-            body = dict(known.body)
-            body["messages"] = [*known.body["messages"], *new]
-            remembered = Remembered(raw, end, close, body, key)
-            self._replace(known, remembered)
-            self._count("appended" if new else "same")
-            return ChatRequest(
-                raw,
-                body,
-                body["model"],
-                body.get("stream") is True,
-                found[0],
-                found[1],
-                headers,
-                True,
-                remembered,
-                known,
-            )
+            return self.adopt(known, raw, extended, headers, found)
         self._count(outcome)
         return None
+
+    def extension(self, known: Remembered, after: bytes, length: int) -> Extension | None:
+        """The messages a body of ``length`` bytes appends to ``known``, given its bytes from
+        ``known.end`` on (``after``), when its bytes before are ``known``'s (the caller has
+        compared them): the proof ``parse`` makes, without the whole body (``adopt`` then
+        builds the request). None when it does not provably extend it (``parse`` may still
+        find another remembered body it extends)."""
+        extended = _extend_after(known, after, length)
+        return extended if isinstance(extended, tuple) else None
+
+    def adopt(
+        self, known: Remembered, raw: bytes, extended: Extension, headers: Any, who: Sender
+    ) -> ChatRequest:
+        """The request ``raw`` is, proven to extend ``known`` by ``extended``; remembered in
+        its place."""
+        new, end, close = extended
+        body = dict(known.body)
+        body["messages"] = [*known.body["messages"], *new]
+        remembered = Remembered(raw, end, close, body, known.key)
+        self._replace(known, remembered)
+        self._count("appended" if new else "same")
+        return ChatRequest(
+            raw,
+            body,
+            body["model"],
+            body.get("stream") is True,
+            who[0],
+            who[1],
+            headers,
+            True,
+            remembered,
+            known,
+        )
 
     def newest(self, first: bytes, who: Sender) -> Remembered | None:
         """The most recently remembered body of the conversation whose body begins with
@@ -245,24 +265,26 @@ class FastPath:
                 del self._groups[known.key]
 
 
-def _extend(
-    known: Remembered, raw: bytes, equal: int = 0
-) -> tuple[list[Any], int, int] | str | None:
+def _extend(known: Remembered, raw: bytes, equal: int = 0) -> Extension | str | None:
     """The messages ``raw`` appends to ``known``, and where its last message ends and its
     messages array closes; None when ``raw`` does not extend ``known``'s bytes, ``"unproven"``
     when it does but the new bytes are not a plain list of JSON values. ``equal``: how many
     first bytes of the two are known to be equal already."""
-    held = memoryview(known.raw)
-    tail = held[known.close + 1 :]
-    close = len(raw) - len(tail) - 1
-    if (
-        close < known.end
-        or raw[close] != _CLOSE
-        or (equal < known.end and not raw.startswith(held[: known.end]))
-        or not raw.endswith(tail)
-    ):
+    if len(raw) < known.end:
         return None
-    between = raw[known.end : close]
+    if equal < known.end and not raw.startswith(memoryview(known.raw)[: known.end]):
+        return None
+    return _extend_after(known, raw[known.end :], len(raw))
+
+
+def _extend_after(known: Remembered, after: bytes, length: int) -> Extension | str | None:
+    """``_extend`` for a body of ``length`` bytes whose first ``known.end`` are ``known``'s,
+    from its bytes after those (``after``)."""
+    tail = memoryview(known.raw)[known.close + 1 :]
+    close = length - len(tail) - 1
+    if close < known.end or after[close - known.end] != _CLOSE or not after.endswith(tail):
+        return None
+    between = after[: close - known.end]
     added = between.strip(_WHITESPACE)
     end = known.end + len(between.rstrip(_WHITESPACE))
     if not added:

@@ -286,16 +286,32 @@ class LaneRequest:
         if self.known is None:
             self.hand_over(None, whole=True)
             return
-        raw = self.body.joined()
         fast = self.state.fast_path
-        assert fast is not None
-        parsed = fast.parse(raw, self.headers, who=self.who, proven=(self.known, self.checked))
-        if parsed is None:
-            self.hand_over(None, whole=True, tried=True)
-            return
-        early = self.wire is not None and self._fits_unlocated(parsed)
-        if early:
-            self.send_rest(raw)
+        known, who = self.known, self.who
+        assert fast is not None and who is not None
+        # The common case: the body extends the guessed one (its bytes before the guess's last
+        # message are compared already). Proven from its new bytes alone, and its last bytes
+        # sent when that proves it fits, before the whole body is joined and its request built.
+        extended = None
+        if self.checked >= known.end:
+            after = b"".join(self.body.views(known.end, self.length))
+            extended = fast.extension(known, after, self.length)
+        if extended is not None:
+            messages = [*known.body["messages"], *extended[0]]
+            early = self.wire is not None and self._fits(known, messages, self.length, who[0])
+            if early:
+                self.send_rest()
+            parsed = fast.adopt(known, self.body.joined(), extended, self.headers, who)
+        else:
+            raw = self.body.joined()
+            found = fast.parse(raw, self.headers, who=who, proven=(known, self.checked))
+            if found is None:
+                self.hand_over(None, whole=True, tried=True)
+                return
+            parsed = found
+            early = self.wire is not None and self._fits_unlocated(parsed)
+            if early:
+                self.send_rest()
         self.task = self.protocol.loop.create_task(LaneAnswer(self, parsed, early).run())
         self.protocol.running.add(self)
         self.task.add_done_callback(lambda _: self.protocol.running.discard(self))
@@ -481,13 +497,25 @@ class LaneRequest:
     # -- the answer ---------------------------------------------------------------------------
 
     def _fits_unlocated(self, parsed: ChatRequest) -> bool:
-        """Whether ``parsed`` provably needs no compaction without locating it: it extends a
-        body whose request was located with none due, by text messages that are valid and whose
-        bytes bound their tokens, on the same route and to the same bytes upstream. Then its
-        last byte goes at once and the engine locates it while the upstream works."""
+        """``_fits`` for a request proven to extend another remembered body than the guessed
+        one: it must also go upstream as the same bytes."""
         previous = parsed.previous
-        settled = previous.settled if previous is not None else None
-        if previous is None or settled is None or settled.route != self.route:
+        if (
+            previous is None
+            or kept_lead(parsed.raw, parsed.body, stream=parsed.stream) != self.lead
+        ):
+            return False
+        return self._fits(previous, parsed.body["messages"], len(parsed.raw), parsed.namespace)
+
+    def _fits(self, previous: Remembered, messages: list[Any], length: int, namespace: str) -> bool:
+        """Whether a body of ``length`` bytes extending ``previous`` (same bytes before its last
+        message and after its messages, so the same model, stream options and lead upstream) to
+        ``messages`` provably needs no compaction without locating it: ``previous``'s request
+        was located with none due, on the same route, and the new messages are text, valid,
+        and their bytes bound their tokens within the trigger. Then its last byte goes at once
+        and the engine locates it while the upstream works."""
+        settled = previous.settled
+        if settled is None or settled.route != self.route:
             return False
         # A checkpoint made since (by a compaction here; elsewhere, with a store a fleet
         # shares) could apply to it: the engine must see it first.
@@ -495,9 +523,6 @@ class LaneRequest:
             return False
         if settled.checkpoint_id is not None:  # its requests go rewritten, not as written
             return False
-        if kept_lead(parsed.raw, parsed.body, stream=parsed.stream) != self.lead:
-            return False
-        messages = parsed.body["messages"]
         start = len(previous.body["messages"])
         if not all(map(_text_only, messages[start:])):
             return False
@@ -507,15 +532,16 @@ class LaneRequest:
             return False
         # A token covers at least one byte of text, and the JSON of a text at least its bytes;
         # the margin covers the counter's own rendering of tool calls and names.
-        added = len(parsed.raw) - len(previous.raw)
+        added = length - len(previous.raw)
         bound = settled.raw_tokens + added + added // 4 + MESSAGE_SLACK * (len(messages) - start)
         calibration = self.route.context.engine.calibration
-        return calibration.apply(parsed.model, bound, parsed.namespace) <= settled.trigger_tokens
+        model = previous.body["model"]
+        return calibration.apply(model, bound, namespace) <= settled.trigger_tokens
 
-    def send_rest(self, raw: bytes) -> None:
+    def send_rest(self) -> None:
         """Send the body's last bytes: from here the lane answers, whatever comes."""
         assert self.wire is not None
         self.handed = True
         self.timer.cancel()
-        self.wire.write([memoryview(raw)[self.sent :]])
-        self.sent = len(raw)
+        self.wire.write(self.body.views(self.sent, self.length))
+        self.sent = self.length

@@ -81,7 +81,7 @@ class LaneAnswer:
             if self.lane.wire is None:  # the connection failed
                 self.lane.hand_over(parsed, whole=True)
                 return
-            self.lane.send_rest(parsed.raw)
+            self.lane.send_rest()
         wire = self.lane.wire
         assert wire is not None
         exchange.overhead.pause()
@@ -180,7 +180,21 @@ class LaneAnswer:
         raw_headers = [(k, v) for k, v in head.raw_headers if k != b"content-length"]
         transport = self.lane.protocol.transport
         self.lane.written = True
-        transport.write(self._status_and_headers(status, raw_headers, chunked=True))
+        # What is ready is written together, once the relay has to wait for the upstream (or
+        # at the end): the events of one upstream read go in one write, with the head before
+        # the first, as each write is a system call and wakes the client.
+        pending = [self._status_and_headers(status, raw_headers, chunked=True)]
+        loop = self.lane.protocol.loop
+        scheduled = True  # the head goes at the latest once the relay first waits
+
+        def flush() -> None:
+            nonlocal scheduled
+            scheduled = False
+            if pending and not transport.is_closing():
+                transport.write(b"".join(pending))
+            pending.clear()
+
+        loop.call_soon(flush)
 
         async def close() -> None:
             self.lane.let_go(keep=True)
@@ -189,9 +203,13 @@ class LaneAnswer:
             if transport.is_closing():
                 return  # the client went away: client_gone cancels this task
             if piece:
-                transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+                pending.append(b"%x\r\n%b\r\n" % (len(piece), piece))
+                if not scheduled:
+                    scheduled = True
+                    loop.call_soon(flush)
                 await self.lane.protocol.flow.drain()
-        transport.write(b"0\r\n\r\n")
+        pending.append(b"0\r\n\r\n")
+        flush()
         self._done(exchange, status)
 
     def _finish(self, exchange: ChatExchange, response: Response) -> None:
