@@ -21,7 +21,7 @@ from .headers import decoded_response_headers
 from .wire import WireConnection
 
 if TYPE_CHECKING:
-    from .lane import LaneRequest
+    from .lane_request import LaneRequest
 
 logger = logging.getLogger("summarizer.proxy")
 
