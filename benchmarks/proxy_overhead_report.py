@@ -43,6 +43,17 @@ BEFORE_LANE: dict[tuple[int, bool, int, bool], float] = {
     (100_000, True, 16, False): -6.52, (100_000, True, 64, False): -43.34,
     (100_000, False, 1, True): 6.84, (100_000, True, 1, True): 7.23,
 }  # fmt: skip
+LANE_STOP_COMMIT = "9b9598c"
+"""The run at the stop that built the lane (issue 16), on 2026-12-04."""
+AT_LANE_STOP: dict[tuple[int, bool, int, bool], float] = {
+    (10_000, False, 1, False): 0.92, (10_000, False, 16, False): 6.88,
+    (10_000, False, 64, False): 35.48, (10_000, True, 1, False): 1.50,
+    (10_000, True, 16, False): 8.45, (10_000, True, 64, False): 34.72,
+    (100_000, False, 1, False): 2.15, (100_000, False, 16, False): 8.41,
+    (100_000, False, 64, False): 167.88, (100_000, True, 1, False): 1.37,
+    (100_000, True, 16, False): 13.40, (100_000, True, 64, False): 9.37,
+    (100_000, False, 1, True): 1.47, (100_000, True, 1, True): 2.23,
+}  # fmt: skip
 """Summarizer's added median (ms) per (tokens, stream, concurrency, growing session) in those
 runs; each run's absolute figures move with the host's load, so read them beside the same
 run's floors and LiteLLM figures."""
@@ -69,7 +80,7 @@ def report(
         if has_floor:
             row.append(_ms(cell.added("floor", "median")))
         key = (cell.tokens, cell.stream, cell.concurrency, cell.growing)
-        for before in (BEFORE_FAST_PATH.get(key), BEFORE_LANE.get(key)):
+        for before in (BEFORE_FAST_PATH.get(key), BEFORE_LANE.get(key), AT_LANE_STOP.get(key)):
             row.append("" if before is None else f"{before:.2f}")
         for stat in SHARES:
             row.append(_ms(cell.added("summarizer", stat)))
@@ -93,6 +104,7 @@ def report(
         header.append("stack floor +median ms")
     header.append(f"summarizer +median ms before the fast path ({FAST_PATH_COMMIT})")
     header.append(f"summarizer +median ms before the lane ({LANE_COMMIT})")
+    header.append(f"summarizer +median ms with the first lane ({LANE_STOP_COMMIT})")
     for stat in SHARES:
         header.append(f"summarizer +{stat} ms")
         if has_litellm:
@@ -117,9 +129,11 @@ def report(
             "machine, the least any proxy can add; *stack floor*: `benchmarks.passthrough`, a "
             "proxy on uvicorn, Starlette and httpx2 that reads the body, then forwards it, no "
             "parsing: the least a proxy built that way adds; "
-            f"{gateway}. *before*: summarizer's added median in the last runs before the fast "
-            f"path (commit {FAST_PATH_COMMIT}) and before the lane (commit {LANE_COMMIT}), "
-            "other days' load: compare them through each run's floors and LiteLLM figures. "
+            f"{gateway}. *before* and *with the first lane*: summarizer's added median in the "
+            f"last runs before the fast path (commit {FAST_PATH_COMMIT}), before the lane "
+            f"(commit {LANE_COMMIT}) and with the lane as first built (commit "
+            f"{LANE_STOP_COMMIT}), other runs' load: compare them through each run's floors "
+            "and LiteLLM figures. "
             "Rows *100k + turns* are a growing session: each request is the previous one plus "
             "a turn (what an agent sends, and what the lane streams upstream as it arrives); "
             "the other rows send the same body every time. "
