@@ -220,10 +220,15 @@ class ChatExchange:
         )
 
     async def relay(
-        self, chunks: AsyncIterator[bytes], close: Callable[[], Awaitable[None]]
+        self,
+        chunks: AsyncIterator[bytes],
+        close: Callable[[], Awaitable[None]],
+        usages: list[Any] | None = None,
     ) -> AsyncIterator[bytes]:
         """The upstream's events (its body's ``chunks``) as they arrive, minus a usage chunk the
-        client did not want; ``close`` releases the upstream answer at the end."""
+        client did not want; ``close`` releases the upstream answer at the end. The usage an
+        event reports is observed at once, or added to ``usages`` for the caller to observe
+        once the stream is written."""
         splitter = sse.EventSplitter()
         rewrite = self.chat.event_rewriter(self.context.result)
         try:
@@ -232,7 +237,10 @@ class ChatExchange:
                 for event in splitter.feed(chunk):
                     usage = self.chat.event_usage(event)
                     if usage is not None:
-                        await self.context.observe(usage)
+                        if usages is None:
+                            await self.context.observe(usage)
+                        else:
+                            usages.append(usage)
                         if not self.chat.keep_event(event):
                             continue
                     out.append(event if rewrite is None else rewrite(event))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 from starlette.responses import Response
@@ -199,17 +199,24 @@ class LaneAnswer:
         async def close() -> None:
             self.lane.let_go(keep=True)
 
-        async for piece in exchange.relay(wire.body(), close):
-            if transport.is_closing():
-                return  # the client went away: client_gone cancels this task
-            if piece:
-                pending.append(b"%x\r\n%b\r\n" % (len(piece), piece))
-                if not scheduled:
-                    scheduled = True
-                    loop.call_soon(flush)
-                await self.lane.protocol.flow.drain()
-        pending.append(b"0\r\n\r\n")
-        flush()
+        # Observing only queues the store's write (with an activity log): then the usage is
+        # observed once the stream's end is written, in the same step of the loop.
+        usages: list[Any] | None = [] if self.lane.state.activity is not None else None
+        try:
+            async for piece in exchange.relay(wire.body(), close, usages):
+                if transport.is_closing():
+                    return  # the client went away: client_gone cancels this task
+                if piece:
+                    pending.append(b"%x\r\n%b\r\n" % (len(piece), piece))
+                    if not scheduled:
+                        scheduled = True
+                        loop.call_soon(flush)
+                    await self.lane.protocol.flow.drain()
+            pending.append(b"0\r\n\r\n")
+            flush()
+        finally:
+            for usage in usages or ():
+                exchange.context.observe_queued(usage)
         self._done(exchange, status)
 
     def _finish(self, exchange: ChatExchange, response: Response) -> None:
