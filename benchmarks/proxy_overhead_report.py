@@ -54,9 +54,14 @@ AT_LANE_STOP: dict[tuple[int, bool, int, bool], float] = {
     (100_000, True, 16, False): 13.40, (100_000, True, 64, False): 9.37,
     (100_000, False, 1, True): 1.47, (100_000, True, 1, True): 2.23,
 }  # fmt: skip
-"""Summarizer's added median (ms) per (tokens, stream, concurrency, growing session) in those
-runs; each run's absolute figures move with the host's load, so read them beside the same
-run's floors and LiteLLM figures."""
+EARLIER = (
+    (f"before the fast path ({FAST_PATH_COMMIT})", BEFORE_FAST_PATH),
+    (f"before the lane ({LANE_COMMIT})", BEFORE_LANE),
+    (f"with the first lane ({LANE_STOP_COMMIT})", AT_LANE_STOP),
+)
+"""Summarizer's added median (ms) per (tokens, stream, concurrency, growing session) in the
+earlier runs, each named; each run's absolute figures move with the host's load, so read them
+beside the same run's floors and LiteLLM figures."""
 
 
 def _shape(cell: Cell) -> str:
@@ -80,7 +85,8 @@ def report(
         if has_floor:
             row.append(_ms(cell.added("floor", "median")))
         key = (cell.tokens, cell.stream, cell.concurrency, cell.growing)
-        for before in (BEFORE_FAST_PATH.get(key), BEFORE_LANE.get(key), AT_LANE_STOP.get(key)):
+        for _, figures in EARLIER:
+            before = figures.get(key)
             row.append("" if before is None else f"{before:.2f}")
         for stat in SHARES:
             row.append(_ms(cell.added("summarizer", stat)))
@@ -102,9 +108,7 @@ def report(
         header.append("relay +median ms")
     if has_floor:
         header.append("stack floor +median ms")
-    header.append(f"summarizer +median ms before the fast path ({FAST_PATH_COMMIT})")
-    header.append(f"summarizer +median ms before the lane ({LANE_COMMIT})")
-    header.append(f"summarizer +median ms with the first lane ({LANE_STOP_COMMIT})")
+    header += [f"summarizer +median ms {name}" for name, _ in EARLIER]
     for stat in SHARES:
         header.append(f"summarizer +{stat} ms")
         if has_litellm:

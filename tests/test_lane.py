@@ -35,17 +35,22 @@ MODEL = "gpt-4o-mini"
 TRICKY = '"\\]}[{,:' + "\n\t é日本🚀\u2028"
 
 
+def metric(proxy: ProxyServer, name: str, label: str) -> float:
+    """A counter's value for ``outcome=label`` on the proxy's ``/metrics``."""
+    text = httpx2.get(proxy.base_url.removesuffix("/v1") + "/metrics").text
+    for line in text.splitlines():
+        if line.startswith(f'{name}{{outcome="{label}"}} '):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 @dataclass
 class Side:
     proxy: ProxyServer
     recorder: Recorder
 
     def metric(self, name: str, label: str) -> float:
-        text = httpx2.get(self.proxy.base_url.removesuffix("/v1") + "/metrics").text
-        for line in text.splitlines():
-            if line.startswith(f'{name}{{outcome="{label}"}} '):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
+        return metric(self.proxy, name, label)
 
 
 @dataclass
@@ -319,17 +324,19 @@ def test_a_stream_on_the_lane_reaches_the_client_as_the_upstream_sends_it(
     settings = Settings(port=0, db=tmp_path / "checkpoints.db", context_window=3_000)
     with TestUpstream(responder=summary_responder) as upstream:
         proxy = ProxyServer(settings.model_copy(update={"upstream": upstream.base_url})).start()
+        headers = {
+            "authorization": "Bearer sk-lane-test",
+            "content-type": "application/json",
+            "x-summarizer-session": "trickle",
+        }
         try:
-            side = Side(proxy, None)  # type: ignore[arg-type]
             for raw in bodies[:-1]:
-                assert post(side, raw, "trickle").status_code == 200
-            taken = side.metric("summarizer_lane_requests_total", "taken")
+                reply = httpx2.post(
+                    f"{proxy.base_url}/chat/completions", content=raw, headers=headers, timeout=60
+                )
+                assert reply.status_code == 200
+            taken = metric(proxy, "summarizer_lane_requests_total", "taken")
             upstream.enqueue(Reply(content="one two three four five six", chunk_delay=0.3))
-            headers = {
-                "authorization": "Bearer sk-lane-test",
-                "content-type": "application/json",
-                "x-summarizer-session": "trickle",
-            }
             arrivals: list[float] = []
             with httpx2.Client(timeout=60) as client:
                 started = time.monotonic()
@@ -339,7 +346,7 @@ def test_a_stream_on_the_lane_reaches_the_client_as_the_upstream_sends_it(
                     for line in reply.iter_lines():
                         if line.startswith("data: {"):
                             arrivals.append(time.monotonic() - started)
-            assert side.metric("summarizer_lane_requests_total", "taken") == taken + 1
+            assert metric(proxy, "summarizer_lane_requests_total", "taken") == taken + 1
         finally:
             proxy.stop()
     gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]

@@ -47,10 +47,10 @@ class ActivityWriter:
         self.on_drop = on_drop
         self._items: deque[Item | Deferred | threading.Event | object] = deque()
         self._wake = threading.Event()
-        """Set: something is queued (only the first item of a batch sets it)."""
+        """Set: something is queued (only the first item of a batch sets it: ``is_set`` is a
+        read, ``set`` takes the event's lock and notifies)."""
         self._hurry = threading.Event()
         """Set: someone waits (a flush, the close): write without gathering."""
-        self._signalled = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._warned = False
@@ -71,8 +71,7 @@ class ActivityWriter:
                 self.on_drop()
             return
         self._items.append(item)
-        if not self._signalled:
-            self._signalled = True
+        if not self._wake.is_set():
             self._wake.set()
 
     def flush(self, timeout: float = 10.0) -> bool:
@@ -117,7 +116,6 @@ class ActivityWriter:
             # Cleared before draining: an item queued from here on sets them again.
             self._hurry.clear()
             self._wake.clear()
-            self._signalled = False
             if self._drain():
                 return
 

@@ -202,17 +202,24 @@ class ChatContext:
             assert self.result is not None
             await self.route.context.aobserve(self.result, usage, model=self.chat.model)
 
+    @property
+    def observing_waits(self) -> bool:
+        """Whether observing a usage waits for the store (it keeps no activity log to queue
+        the write on): ``observe`` then writes it, and ``observe_queued`` cannot."""
+        return self.state.activity is None
+
     def observe_queued(self, usage: Any) -> bool:
         """``observe`` where it waits for nothing: this session's calibration now, the store's
-        queued for the activity writer. False when the usage is to be observed and the store
-        keeps no activity log: ``observe`` then writes it itself."""
+        queued for the activity writer. False when the usage is to be observed and observing
+        waits (``observing_waits``): ``observe`` then writes it itself."""
         if self.result is None or not isinstance(usage, Mapping):
             return True
         self.reported_tokens, self.cached_tokens = usage_figures(usage)
         if not usable_usage(self.state, usage):
             return True
-        if self.state.activity is None:
+        activity = self.state.activity
+        if activity is None:
             return False
         write = self.route.context.observe_later(self.result, usage, model=self.chat.model)
-        self.state.activity.defer(write)  # past the answer, on the writer's thread
+        activity.defer(write)  # past the answer, on the writer's thread
         return True

@@ -270,8 +270,6 @@ def _extend(known: Remembered, raw: bytes, equal: int = 0) -> Extension | str | 
     messages array closes; None when ``raw`` does not extend ``known``'s bytes, ``"unproven"``
     when it does but the new bytes are not a plain list of JSON values. ``equal``: how many
     first bytes of the two are known to be equal already."""
-    if len(raw) < known.end:
-        return None
     if equal < known.end and not raw.startswith(memoryview(known.raw)[: known.end]):
         return None
     return _extend_after(known, raw[known.end :], len(raw))

@@ -113,7 +113,7 @@ class LaneAnswer:
             self.lane.let_go(keep=True)
         if 200 <= status < 300:
             response, usage = exchange.answered(status, upstream, content)
-            if self.lane.state.activity is None:  # observing writes the store: first
+            if exchange.context.observing_waits:  # then before the answer, as the full path
                 await exchange.context.observe(usage)
                 self._finish(exchange, response)
                 return
@@ -199,9 +199,9 @@ class LaneAnswer:
         async def close() -> None:
             self.lane.let_go(keep=True)
 
-        # Observing only queues the store's write (with an activity log): then the usage is
-        # observed once the stream's end is written, in the same step of the loop.
-        usages: list[Any] | None = [] if self.lane.state.activity is not None else None
+        # Unless observing waits, the usage is observed once the stream's end is written, in
+        # the same step of the loop.
+        usages: list[Any] | None = None if exchange.context.observing_waits else []
         try:
             async for piece in exchange.relay(wire.body(), close, usages):
                 if transport.is_closing():
