@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx2
+import orjson
 from starlette.responses import Response
 
 from ..library.upstream import says_context_length_exceeded
@@ -93,11 +94,15 @@ def is_context_length(status: int, content: bytes) -> bool:
 
 
 def json_object(content: bytes) -> dict[str, Any] | None:
-    """``content`` parsed, if it is a JSON object."""
+    """``content`` parsed, if it is a JSON object. orjson reads it, or the stdlib where orjson
+    will not (NaN, a lone surrogate, an integer past 64 bits), to the same values."""
     try:
-        data = json.loads(content)
-    except ValueError:
-        return None
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        try:
+            data = json.loads(content)
+        except (ValueError, RecursionError):
+            return None
     return data if isinstance(data, dict) else None
 
 

@@ -41,16 +41,18 @@ from __future__ import annotations
 import inspect
 import logging
 import urllib.request
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from uvicorn.protocols.http.httptools_impl import (
     HttpToolsProtocol,
     RequestResponseCycle,
 )
 
 from .access import RequestGuard
-from .chat_request import ChatRequest
+from .chat_request import ChatRequest, Sender, sender
 from .fast_path import KEY_BYTES
 from .lane_request import LaneRequest
 from .model_routes import ModelRoute
@@ -60,6 +62,24 @@ logger = logging.getLogger("summarizer.proxy")
 
 PATH = b"/v1/chat/completions"
 UPSTREAM_PATH = ChatRequest.upstream_path
+
+MAX_CLIENTS = 256
+"""Sets of client headers the lane keeps what it worked out from (the oldest dropped first)."""
+
+HeaderKey = tuple[tuple[bytes, bytes], ...]
+"""A request's headers as sent, but ``content-length``."""
+
+
+@dataclass(slots=True)
+class ClientHeaders:
+    """What the lane works out from a set of client headers, once: an agent sends the same
+    ones with every request. Kept only for headers the proxy's guard lets through."""
+
+    who: Sender
+    """Who sends them: the credential's namespace and the session they name."""
+    heads: dict[ModelRoute, bytes] = field(default_factory=dict)
+    """The upstream request head before ``content-length``, per route (``LaneRequest._head``)."""
+
 
 _CYCLE_PARAMETERS = {
     "scope",
@@ -92,7 +112,7 @@ def lane_protocol(state: ProxyState) -> type[HttpToolsProtocol] | None:
         logger.info("the lane is off: this uvicorn's request cycle is not the one it knows")
         return None
     guard = RequestGuard(_unused_app, settings=state.settings, hop_name=state.hop_name)
-    members = {"proxy": state, "guard": guard, "heads": {}}
+    members = {"proxy": state, "guard": guard, "clients": {}}
     return type("LaneProtocol", (LaneProtocol,), members)
 
 
@@ -105,13 +125,14 @@ class LaneProtocol(HttpToolsProtocol):
 
     proxy: ClassVar[ProxyState]
     guard: ClassVar[RequestGuard]
-    heads: ClassVar[dict[tuple[ModelRoute, tuple[tuple[bytes, bytes], ...]], bytes]]
-    """Upstream request heads before ``content-length`` (``LaneRequest._head``)."""
+    clients: ClassVar[dict[HeaderKey, ClientHeaders]]
+    """What was worked out from each set of client headers seen lately (``client_headers``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._claiming = 0
         self._stashed: tuple[RequestResponseCycle, Any] | None = None
+        self._client: ClientHeaders | None = None
         self.receiving: LaneRequest | None = None
         """The lane request whose body is arriving."""
         self.running: set[LaneRequest] = set()
@@ -127,7 +148,8 @@ class LaneProtocol(HttpToolsProtocol):
         if self._stashed is not None:
             cycle, app = self._stashed
             self._stashed = None
-            self.receiving = LaneRequest(self, cycle, app, claimed)
+            assert self._client is not None
+            self.receiving = LaneRequest(self, cycle, app, claimed, self._client)
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         if self._claiming and app is self.app:
@@ -164,18 +186,39 @@ class LaneProtocol(HttpToolsProtocol):
         if self.parser.get_method() != b"POST" or self.parser.get_http_version() != "1.1":
             return 0
         length = None
-        for name, value in self.headers:
+        key = []
+        for header in self.headers:
+            name = header[0]
             if name == b"content-length":
-                if length is not None or not value.isdigit():
+                if length is not None or not header[1].isdigit():
                     return 0
-                length = int(value)
-            elif name in (b"transfer-encoding", b"upgrade"):
+                length = int(header[1])
+                continue
+            if name in (b"transfer-encoding", b"upgrade"):
                 return 0
-        settings = self.proxy.settings
-        if length is None or not KEY_BYTES <= length <= settings.max_body_bytes:
+            key.append(header)
+        if length is None or not KEY_BYTES <= length <= self.proxy.settings.max_body_bytes:
             return 0
         if self.proxy.wire_pool is None:
             return 0
-        if self.guard.refusal(Headers(raw=self.headers), PATH.decode(), "POST") is not None:
-            return 0
-        return length
+        self._client = self.client_headers(tuple(key))
+        return 0 if self._client is None else length
+
+    def client_headers(self, key: HeaderKey) -> ClientHeaders | None:
+        """What the lane knows of this request's headers (``key``: all but its length); None
+        when the guard refuses them or they name an invalid session (the full path answers
+        both)."""
+        clients = self.clients
+        known = clients.get(key)
+        if known is not None:
+            return known
+        headers = Headers(raw=self.headers)
+        if self.guard.refusal(headers, PATH.decode(), "POST") is not None:
+            return None
+        who = sender(headers)
+        if isinstance(who, Response):
+            return None
+        if len(clients) >= MAX_CLIENTS:
+            del clients[next(iter(clients))]
+        known = clients[key] = ClientHeaders(who)
+        return known

@@ -11,14 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 from starlette.datastructures import Headers
-from starlette.responses import Response
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from .arrived import ArrivedBody
 from .body import kept_lead
 from .chat import HANDED_OVER, OVERFLOWED
-from .chat_request import ChatRequest, Sender, sender
+from .chat_request import ChatRequest, Sender
 from .fast_path import KEY_BYTES, Remembered
 from .lane_answer import LaneAnswer
 from .lane_bound import fits_unlocated
@@ -26,7 +25,7 @@ from .model_routes import ModelRoute
 from .wire import Origin, WireConnection, origin_of
 
 if TYPE_CHECKING:
-    from .lane import LaneProtocol
+    from .lane import ClientHeaders, LaneProtocol
 
 UPSTREAM_PATH = ChatRequest.upstream_path
 
@@ -50,21 +49,24 @@ def _target(route: ModelRoute) -> _Target:
 _MAY_END = b"} \t\r\n"
 """Bytes a JSON object's text can end with."""
 
-MAX_HEADS = 256
-"""Upstream request heads kept per proxy (the oldest dropped first)."""
-
 
 class LaneRequest:
     """One claimed request: its body streamed upstream on a guess, then proven, answered, or
     handed over."""
 
     def __init__(
-        self, protocol: LaneProtocol, cycle: RequestResponseCycle, app: Any, length: int
+        self,
+        protocol: LaneProtocol,
+        cycle: RequestResponseCycle,
+        app: Any,
+        length: int,
+        client: ClientHeaders,
     ) -> None:
         self.protocol = protocol
         self.cycle = cycle
         self.app = app
         self.length = length
+        self.client = client
         self.state = protocol.proxy
         self.started = time.time()
         self.headers = Headers(raw=list(cycle.scope["headers"]))
@@ -73,7 +75,7 @@ class LaneRequest:
         """Bytes of the body found equal to the guessed body's (up to its last message)."""
         self.sent = 0
         """Body bytes written upstream (the body's own offsets)."""
-        self.who: Sender | None = None
+        self.who: Sender = client.who
         self.known: Remembered | None = None
         self.route: ModelRoute | None = None
         self.target: _Target | None = None
@@ -113,7 +115,7 @@ class LaneRequest:
             return
         fast = self.state.fast_path
         known, who = self.known, self.who
-        assert fast is not None and who is not None
+        assert fast is not None
         # The common case: the body extends the guessed one (its bytes before the guess's last
         # message are compared already). Proven from its new bytes alone, and its last bytes
         # sent when that proves it fits, before the whole body is joined and its request built.
@@ -147,16 +149,13 @@ class LaneRequest:
         """Open the upstream request for the body this one most likely extends."""
         fast = self.state.fast_path
         assert fast is not None
-        who = sender(self.headers)
-        if isinstance(who, Response):
-            return False
-        known = fast.newest(b"".join(self.body.views(0, KEY_BYTES)), who)
+        known = fast.newest(b"".join(self.body.views(0, KEY_BYTES)), self.who)
         if known is None or known.end > self.length:
             return False
         lead = kept_lead(known.raw, known.body, stream=known.body.get("stream") is True)
         if lead is None:
             return False
-        self.who, self.known, self.lead, self.sent = who, known, lead, lead[1]
+        self.known, self.lead, self.sent = known, lead, lead[1]
         self.route = self.state.route_for(known.body["model"])
         self.target = _target(self.route)
         pool = self.state.wire_pool
@@ -171,21 +170,14 @@ class LaneRequest:
     def _head(self) -> bytes:
         """The upstream request's head: the full path's headers (``forward_headers`` plus the
         client library's defaults it would add), for the guessed route. An agent sends the same
-        headers with every request, so the head before ``content-length`` is kept per route and
-        client headers (``LaneProtocol.heads``)."""
+        headers with every request, so the head before ``content-length`` is kept per route
+        with what else the lane knows of the client's headers (``ClientHeaders``)."""
         assert self.route is not None
         size = self.length - self.lead[1] + len(self.lead[0])
-        heads = self.protocol.heads
-        key = (
-            self.route,
-            tuple(h for h in self.cycle.scope["headers"] if h[0] != b"content-length"),
-        )
-        start = heads.get(key)
+        heads = self.client.heads
+        start = heads.get(self.route)
         if start is None:
-            start = self._head_start()
-            if len(heads) >= MAX_HEADS:
-                del heads[next(iter(heads))]
-            heads[key] = start
+            start = heads[self.route] = self._head_start()
         return b"%bcontent-length: %d\r\n\r\n" % (start, size)
 
     def _head_start(self) -> bytes:

@@ -5,10 +5,12 @@ Labels are bounded: route names and HTTP statuses, never models, sessions or cre
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, Self
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+import prometheus_client
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics import MetricWrapperBase
 
 _TOKEN_BUCKETS = (1e3, 2e3, 4e3, 8e3, 16e3, 32e3, 64e3, 128e3, 256e3, 512e3, 1e6, 2e6)
 _OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -16,6 +18,30 @@ _SUMMARY_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
 _SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class _KeptChildren(MetricWrapperBase):
+    """A labelled metric whose children are kept by their label values: the client library's
+    ``labels`` checks and locks on every call, and the proxy asks for the same few children on
+    every request (its labels are bounded, and no child is ever removed)."""
+
+    def labels(self, *labelvalues: Any, **labelkwargs: Any) -> Self:
+        """The child for ``labelvalues`` (given by position; by name, as the library does)."""
+        if labelkwargs:
+            return super().labels(*labelvalues, **labelkwargs)
+        kept: dict[tuple[Any, ...], Self] = self.__dict__.setdefault("_kept", {})
+        child = kept.get(labelvalues)
+        if child is None:
+            child = kept[labelvalues] = super().labels(*labelvalues)
+        return child
+
+
+class Counter(_KeptChildren, prometheus_client.Counter):
+    """``prometheus_client.Counter``, its children kept."""
+
+
+class Histogram(_KeptChildren, prometheus_client.Histogram):
+    """``prometheus_client.Histogram``, its children kept."""
 
 
 class UpstreamErrors:

@@ -38,6 +38,10 @@ Origin = tuple[str, str, int]
 """(scheme, host, port)."""
 
 
+class _Expired(Exception):
+    """The read timeout passed (``WireConnection._within_timeout`` raises ``ReadTimeout``)."""
+
+
 def origin_of(parsed: httpx2.URL) -> Origin:
     """The origin a URL's connection goes to."""
     scheme = parsed.scheme
@@ -63,7 +67,8 @@ class WireConnection(asyncio.Protocol):
         """Resolved once the response's head is in (its whole, for ``whole_response``)."""
         self._head_seen = False
         self._whole = False
-        self._deadline: asyncio.Timeout | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._waited: asyncio.Future[None] | None = None
         self._chunks: deque[bytes] = deque()
         self._held = 0
         self._wake: asyncio.Future[None] | None = None
@@ -199,21 +204,28 @@ class WireConnection(asyncio.Protocol):
             await self._within_timeout(self._wake, "the upstream stopped sending its answer")
 
     async def _within_timeout(self, waited: asyncio.Future[None], problem: str) -> None:
-        """Wait for ``waited``; past the read timeout, the connection is closed and
-        ``ReadTimeout`` raised."""
+        """Wait for ``waited``; past the read timeout (restarted by each arrival of bytes), the
+        connection is closed and ``ReadTimeout`` raised."""
+        self._waited = waited
+        self._deadline = self._loop.call_later(self.read_timeout, self._expire)
         try:
-            async with asyncio.timeout(self.read_timeout) as self._deadline:
-                await waited
-        except TimeoutError:
+            await waited
+        except _Expired:
             self.abandon()
             raise httpx2.ReadTimeout(problem) from None
         finally:
-            self._deadline = None
+            self._deadline.cancel()
+            self._deadline = self._waited = None
+
+    def _expire(self) -> None:
+        if self._waited is not None and not self._waited.done():
+            self._waited.set_exception(_Expired())
 
     def _bytes_arrived(self) -> None:
         """Some of the response arrived: a wait for more starts its read timeout again."""
         if self._deadline is not None:
-            self._deadline.reschedule(self._loop.time() + self.read_timeout)
+            self._deadline.cancel()
+            self._deadline = self._loop.call_later(self.read_timeout, self._expire)
 
     def _decoded(self, chunk: bytes) -> bytes:
         """A body chunk without its content encoding (the lane asks for none, and decodes
@@ -229,6 +241,14 @@ class WireConnection(asyncio.Protocol):
 
     async def read(self) -> bytes:
         """The whole response body."""
+        if self._complete and self._decoder is None:  # all in already (``whole_response``)
+            body = b"".join(self._chunks)
+            self._chunks.clear()
+            self._held = 0
+            if self._paused and self.transport is not None:
+                self._paused = False
+                self.transport.resume_reading()
+            return body
         return b"".join([chunk async for chunk in self.body()])
 
     @property
