@@ -43,21 +43,21 @@ BEFORE_LANE: dict[tuple[int, bool, int, bool], float] = {
     (100_000, True, 16, False): -6.52, (100_000, True, 64, False): -43.34,
     (100_000, False, 1, True): 6.84, (100_000, True, 1, True): 7.23,
 }  # fmt: skip
-LANE_STOP_COMMIT = "9b9598c"
-"""The run at the stop that built the lane (issue 16), on 2026-12-04."""
-AT_LANE_STOP: dict[tuple[int, bool, int, bool], float] = {
-    (10_000, False, 1, False): 0.92, (10_000, False, 16, False): 6.88,
-    (10_000, False, 64, False): 35.48, (10_000, True, 1, False): 1.50,
-    (10_000, True, 16, False): 8.45, (10_000, True, 64, False): 34.72,
-    (100_000, False, 1, False): 2.15, (100_000, False, 16, False): 8.41,
-    (100_000, False, 64, False): 167.88, (100_000, True, 1, False): 1.37,
-    (100_000, True, 16, False): 13.40, (100_000, True, 64, False): 9.37,
-    (100_000, False, 1, True): 1.47, (100_000, True, 1, True): 2.23,
+LAST_STOP_COMMIT = "36afdb6"
+"""The run at the previous stop (issue 16), on 2026-12-04."""
+AT_LAST_STOP: dict[tuple[int, bool, int, bool], float] = {
+    (10_000, False, 1, False): 0.65, (10_000, False, 16, False): 5.39,
+    (10_000, False, 64, False): 25.35, (10_000, True, 1, False): 0.87,
+    (10_000, True, 16, False): 8.64, (10_000, True, 64, False): 20.51,
+    (100_000, False, 1, False): 0.96, (100_000, False, 16, False): 8.73,
+    (100_000, False, 64, False): 43.74, (100_000, True, 1, False): 1.29,
+    (100_000, True, 16, False): 3.93, (100_000, True, 64, False): 96.16,
+    (100_000, False, 1, True): 1.32, (100_000, True, 1, True): 1.45,
 }  # fmt: skip
 EARLIER = (
     (f"before the fast path ({FAST_PATH_COMMIT})", BEFORE_FAST_PATH),
     (f"before the lane ({LANE_COMMIT})", BEFORE_LANE),
-    (f"with the first lane ({LANE_STOP_COMMIT})", AT_LANE_STOP),
+    (f"at the previous stop ({LAST_STOP_COMMIT})", AT_LAST_STOP),
 )
 """Summarizer's added median (ms) per (tokens, stream, concurrency, growing session) in the
 earlier runs, each named; each run's absolute figures move with the host's load, so read them
@@ -133,11 +133,10 @@ def report(
             "machine, the least any proxy can add; *stack floor*: `benchmarks.passthrough`, a "
             "proxy on uvicorn, Starlette and httpx2 that reads the body, then forwards it, no "
             "parsing: the least a proxy built that way adds; "
-            f"{gateway}. *before* and *with the first lane*: summarizer's added median in the "
+            f"{gateway}. *before* and *at the previous stop*: summarizer's added median in the "
             f"last runs before the fast path (commit {FAST_PATH_COMMIT}), before the lane "
-            f"(commit {LANE_COMMIT}) and with the lane as first built (commit "
-            f"{LANE_STOP_COMMIT}), other runs' load: compare them through each run's floors "
-            "and LiteLLM figures. "
+            f"(commit {LANE_COMMIT}) and at the previous stop (commit {LAST_STOP_COMMIT}), "
+            "other runs' load: compare them through each run's floors and LiteLLM figures. "
             "Rows *100k + turns* are a growing session: each request is the previous one plus "
             "a turn (what an agent sends, and what the lane streams upstream as it arrives); "
             "the other rows send the same body every time. "

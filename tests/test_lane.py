@@ -353,3 +353,48 @@ def test_a_stream_on_the_lane_reaches_the_client_as_the_upstream_sends_it(
     assert len(gaps) >= 4
     assert arrivals[0] < 0.25  # the first event came before the upstream's next one
     assert sum(gap > 0.15 for gap in gaps) >= len(gaps) - 1  # and each as it was sent
+
+
+def test_the_lane_keeps_no_verdict_on_headers_the_guard_refuses(tmp_path: Path) -> None:
+    # The lane works out once per set of client headers whether the guard lets them through
+    # and who sends them. A key that differs from an accepted one, or a session name that is
+    # not one, must still be refused every time, and never reach the upstream.
+    session = agent_session(seed=5, turns=9)
+    bodies = [raw for turn, raw in enumerate(session) if turn % 3 != 1]  # none streamed
+    with TestUpstream(responder=summary_responder) as upstream:
+        settings = Settings(
+            upstream=upstream.base_url,
+            port=0,
+            db=tmp_path / "c.db",
+            client_keys=frozenset({"sk-good"}),
+        )
+        proxy = ProxyServer(settings).start()
+        try:
+
+            def send(raw: bytes, key: str, session: str = "guarded") -> httpx2.Response:
+                headers = {
+                    "authorization": f"Bearer {key}",
+                    "content-type": "application/json",
+                    "x-summarizer-session": session,
+                }
+                with httpx2.Client(timeout=60) as client:
+                    url = f"{proxy.base_url}/chat/completions"
+                    return client.post(url, content=raw, headers=headers)
+
+            for raw in bodies[:4]:
+                assert send(raw, "sk-good").status_code == 200
+            taken = metric(proxy, "summarizer_lane_requests_total", "taken")
+            assert taken >= 1
+            before = len(upstream.requests)
+            for _ in range(2):
+                refused = send(bodies[4], "sk-bad")
+                assert refused.status_code == 401
+                assert refused.json()["error"]["code"] == "invalid_api_key"
+                invalid = send(bodies[4], "sk-good", session="not a session name")
+                assert invalid.status_code == 400
+            assert len(upstream.requests) == before
+            assert metric(proxy, "summarizer_lane_requests_total", "taken") == taken
+            assert send(bodies[4], "sk-good").status_code == 200
+            assert metric(proxy, "summarizer_lane_requests_total", "taken") == taken + 1
+        finally:
+            proxy.stop()
