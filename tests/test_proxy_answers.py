@@ -1,5 +1,6 @@
-"""Reading an upstream's answer (``proxy.answers.json_object``) and counting it
-(``proxy.metrics``): the quicker ways give what the plain ones give."""
+"""Reading an upstream's answer (``proxy.body.json_object``, ``proxy.sse.usage_of``) and
+counting it (``proxy.metrics``): the quicker ways give what the plain ones give, and an answer
+written anew is read exactly."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import math
 
 from prometheus_client import generate_latest
 
-from summarizer.proxy.answers import json_object
+from summarizer.proxy import sse
+from summarizer.proxy.body import json_object
 from summarizer.proxy.metrics import ProxyMetrics
 
 
@@ -21,10 +23,14 @@ def test_an_answer_reads_as_the_standard_library_reads_it() -> None:
     for text in (
         json.dumps(completion),
         json.dumps(completion, ensure_ascii=False),
-        '{"big": 1180591620717411303424, "a": 1, "a": 2}',  # past 64 bits; a repeated key
+        '{"a": 1, "a": 2}',  # a repeated key: the last one
         '{"content": "\\ud800 lone"}',  # orjson refuses a lone surrogate; the stdlib reads it
     ):
         assert json_object(text.encode()) == json.loads(text)
+        assert json_object(text.encode(), exact=True) == json.loads(text)
+    big = b'{"created": 1180591620717411303425}'  # 2**70 + 1
+    assert json_object(big) == {"created": 1180591620717411303425.0}  # orjson's float
+    assert json_object(big, exact=True) == {"created": 1180591620717411303425}
     odd = json_object(b'{"score": NaN}')  # orjson refuses NaN too
     assert odd is not None and math.isnan(odd["score"])
     assert json_object(b"[1, 2]") is None
@@ -34,7 +40,22 @@ def test_an_answer_reads_as_the_standard_library_reads_it() -> None:
 
 def test_an_answer_nested_past_any_parser_is_no_answer() -> None:
     # orjson stops at 1,024 levels and the stdlib at the stack's end: neither may escape.
-    assert json_object(b'{"a":' * 100_000 + b"1" + b"}" * 100_000) is None
+    deep = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
+    assert json_object(deep) is None
+    assert json_object(deep, exact=True) is None
+
+
+def test_a_streams_usage_reads_as_the_standard_library_reads_it() -> None:
+    usage = {"prompt_tokens": 100867, "completion_tokens": 1, "total_tokens": 100868}
+    last = {"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": usage}
+    event = b"data: " + json.dumps(last).encode() + b"\n\n"
+    assert sse.usage_of(event) == usage
+    assert sse.is_usage_only(event)
+    with_choice = dict(last, choices=[{"index": 0, "delta": {"content": "é"}}])
+    event = b"data: " + json.dumps(with_choice, ensure_ascii=False).encode() + b"\n\n"
+    assert sse.usage_of(event) == usage and not sse.is_usage_only(event)
+    for none in (b'data: {"usage": null}\n\n', b"data: [DONE]\n\n", b'data: {"usage": 3}\n\n'):
+        assert sse.usage_of(none) is None and not sse.is_usage_only(none)
 
 
 def test_kept_metric_children_count_as_the_librarys_own() -> None:

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx2
-import orjson
 from starlette.responses import Response
 
 from ..library.upstream import says_context_length_exceeded
@@ -91,19 +90,6 @@ def is_context_length(status: int, content: bytes) -> bool:
     except ValueError:
         return False
     return says_context_length_exceeded(status, body)
-
-
-def json_object(content: bytes) -> dict[str, Any] | None:
-    """``content`` parsed, if it is a JSON object. orjson reads it, or the stdlib where orjson
-    will not (NaN, a lone surrogate, an integer past 64 bits), to the same values."""
-    try:
-        data = orjson.loads(content)
-    except orjson.JSONDecodeError:
-        try:
-            data = json.loads(content)
-        except (ValueError, RecursionError):
-            return None
-    return data if isinstance(data, dict) else None
 
 
 def is_event_stream(response: httpx2.Response) -> bool:

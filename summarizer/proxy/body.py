@@ -40,6 +40,25 @@ class NestingTooDeep(ValueError):
         )
 
 
+def json_object(content: bytes, *, exact: bool = False) -> dict[str, Any] | None:
+    """``content`` parsed, if it is a JSON object; None if it is anything else, or no JSON, or
+    nested past any parser. orjson reads it, or the stdlib where orjson will not (NaN, a lone
+    surrogate): the same values, but that orjson reads an integer past 64 bits as a float.
+    ``exact``: the stdlib alone, for an object that is written anew."""
+    if not exact:
+        try:
+            data = orjson.loads(content)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return data if isinstance(data, dict) else None
+    try:
+        data = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def parse_body(raw: bytes) -> Any:
     """Parse a request body (fast; falls back to the stdlib for what orjson refuses, e.g. NaN
     or a lone surrogate).

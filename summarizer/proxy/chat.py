@@ -36,9 +36,9 @@ from .answers import (
     invalid_answer,
     is_context_length,
     is_event_stream,
-    json_object,
     upstream_error_payload,
 )
+from .body import json_object
 from .chat_context import ChatContext, Overhead
 from .chat_request import ChatRequest, ManagedRequest, parse_chat_request, truth_comment
 from .errors import error_event, error_payload
@@ -135,7 +135,7 @@ class ChatExchange:
     ) -> tuple[Response, Any]:
         """``answer`` without observing its usage: the answer to relay, and the usage to
         observe (``ChatContext.observe``; the lane observes it once the answer is written)."""
-        completion = json_object(content)
+        completion = json_object(content, exact=self.chat.rewrites_answers)
         if completion is None:
             return invalid_answer(self.state, status, self.context.route), None
         usage = self.chat.answer_usage(completion)

@@ -30,6 +30,8 @@ class ManagedRequest(Protocol):
     """The upstream route, after the upstream's base URL (``/chat/completions``)."""
     api: ClassVar[str]
     """Whose API it is: ``"openai"`` or ``"anthropic"`` (how an upstream key is sent)."""
+    rewrites_answers: ClassVar[bool]
+    """Whether ``rewrite_answer`` may write a whole answer anew: it is then read exactly."""
     raw: bytes
     body: dict[str, Any]
     model: str
@@ -83,6 +85,7 @@ class ParsedRequest:
     namespace: str
     session: str | None
     headers: Any
+    rewrites_answers: ClassVar[bool] = False
 
     def keep_event(self, event: bytes) -> bool:
         """Whether an event that reported usage is relayed (by default, every one)."""

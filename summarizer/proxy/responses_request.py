@@ -66,6 +66,7 @@ class ResponsesRequest(ParsedRequest):
     front_door: ClassVar[str] = "responses"
     upstream_path: ClassVar[str] = "/responses"
     api: ClassVar[str] = "openai"
+    rewrites_answers: ClassVar[bool] = True
     decoded: ResponsesDecoded | None
     """None when the history is not in the request (``unmanaged`` says why)."""
     unmanaged: str | None = None

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .body import json_object
+
 _BOUNDARIES = (b"\r\n\r\n", b"\n\n", b"\r\r")
 
 
@@ -59,27 +61,28 @@ def event_object(event: bytes) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def usage_of(event: bytes) -> dict[str, Any] | None:
-    """The ``usage`` object of a chunk event, or None (cheap for the chunks that have none)."""
+def usage_chunk(event: bytes) -> dict[str, Any] | None:
+    """The chunk an event carries, when it reports a ``usage`` object (read, never written
+    anew: ``json_object``'s quick read), else None (cheap for the chunks that have none)."""
     if b'"usage"' not in event or b'"usage":null' in event or b'"usage": null' in event:
         return None
     data = event_data(event)
     if not data.startswith(b"{"):
         return None
-    try:
-        chunk = json.loads(data)
-    except ValueError:
-        return None
-    usage = chunk.get("usage") if isinstance(chunk, dict) else None
-    return usage if isinstance(usage, dict) else None
+    chunk = json_object(data)
+    return chunk if chunk is not None and isinstance(chunk.get("usage"), dict) else None
+
+
+def usage_of(event: bytes) -> dict[str, Any] | None:
+    """The ``usage`` object of a chunk event, or None (cheap for the chunks that have none)."""
+    chunk = usage_chunk(event)
+    return None if chunk is None else chunk["usage"]
 
 
 def is_usage_only(event: bytes) -> bool:
     """Whether the event is the final usage chunk (``choices: []`` plus ``usage``)."""
-    if usage_of(event) is None:
-        return False
-    chunk = json.loads(event_data(event))
-    return isinstance(chunk, dict) and not chunk.get("choices")
+    chunk = usage_chunk(event)
+    return chunk is not None and not chunk.get("choices")
 
 
 def comment(text: str) -> bytes:
