@@ -54,6 +54,12 @@ FAULTS: list[tuple[str, Fault, int | str]] = [
     ("invalid-json", Fault(kind="body", content=b'{"id": "x", "choices": [oops'), 502),
     ("empty-body", Fault(kind="body", content=b""), 502),
     ("truncated-json", Fault(kind="body", content=b'{"id": "chatcmpl-1", "object": "chat.'), 502),
+    # Nested past orjson's limit and then the stdlib's stack: still no answer, not our failure.
+    (
+        "nested-too-deep",
+        Fault(kind="body", content=b'{"a":' * 100_000 + b"1" + b"}" * 100_000),
+        502,
+    ),
     (
         "text-html",
         Fault(
@@ -458,3 +464,30 @@ def test_context_manager_observe_ignores_a_prompt_tokens_that_is_not_a_count(val
     assert context.engine.calibration.snapshot() == {}
     context.observe(result, {"prompt_tokens": 40}, model=MODEL)
     assert MODEL in context.engine.calibration.snapshot()
+
+
+DEEP = b'{"error": ' * 100_000 + b"1" + b"}" * 100_000
+"""An upstream answer nested past orjson's limit and then the stdlib's stack."""
+
+
+@pytest.mark.parametrize("status", [400, 200])
+def test_an_answer_nested_past_any_parser_is_never_our_500(
+    upstream: TestUpstream, proxy: ProxyServer, status: int
+) -> None:
+    # Every place that reads an upstream's JSON: a chat error (is it the window's?), a chat
+    # answer, an Anthropic message, each through its own SDK.
+    chat = openai.OpenAI(base_url=proxy.base_url, api_key=KEY, max_retries=0)
+    upstream.inject(Fault(kind="body", status=status, content=DEEP))
+    with pytest.raises(openai.APIStatusError) as caught:
+        chat.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}])
+    assert caught.value.status_code == (502 if status == 200 else status)
+    anthropic = pytest.importorskip("anthropic")
+    messages = anthropic.Anthropic(
+        base_url=proxy.base_url.removesuffix("/v1"), api_key=KEY, max_retries=0
+    )
+    upstream.inject(Fault(kind="body", status=status, content=DEEP))
+    with pytest.raises(anthropic.APIStatusError) as refused:
+        messages.messages.create(
+            model="claude-sonnet-4-5", max_tokens=16, messages=[{"role": "user", "content": "x"}]
+        )
+    assert refused.value.status_code == (502 if status == 200 else status)

@@ -144,6 +144,8 @@ def describe_error(exc: BaseException) -> str:
         return "could not connect to upstream"
     if isinstance(exc, ValueError):
         return "upstream answered with a body that is not valid JSON"
+    if isinstance(exc, RecursionError):
+        return "upstream answered with JSON nested too deeply to read"
     return type(exc).__name__
 
 
@@ -159,9 +161,10 @@ def attempt_status(exc: BaseException) -> str:
     return "invalid_response"
 
 
-_FAILURES = (openai.OpenAIError, OSError, ValueError)
+_FAILURES = (openai.OpenAIError, OSError, ValueError, RecursionError)
 """What a summary call can fail with: the SDK's errors, a socket's, and ``ValueError`` for an
-answer the SDK could not decode (``json.JSONDecodeError``)."""
+answer the SDK could not decode (``json.JSONDecodeError``), ``RecursionError`` for one nested
+past the decoder's stack."""
 _NOT_A_COMPLETION = "upstream answered with something that is not a chat completion"
 
 

@@ -87,7 +87,7 @@ def is_context_length(status: int, content: bytes) -> bool:
     """Whether an upstream error answer says the prompt is over the window."""
     try:
         body = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return says_context_length_exceeded(status, body)
 
@@ -102,7 +102,7 @@ def upstream_error_payload(status: int, content: bytes) -> dict[str, Any]:
     has an ``error`` object (OpenAI's and Anthropic's shapes both do), else ours."""
     try:
         data = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         return data

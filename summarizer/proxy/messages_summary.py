@@ -60,7 +60,7 @@ def messages_summary_outcome(content: bytes, latency: float) -> SummaryOutcome:
     (``input_tokens`` and both cache figures) as ``prompt_tokens``."""
     try:
         message = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         message = None
     if not isinstance(message, dict) or not isinstance(message.get("content"), list):
         return SummaryOutcome(

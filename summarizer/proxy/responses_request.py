@@ -181,7 +181,7 @@ def responses_summary_outcome(content: bytes, latency: float) -> SummaryOutcome:
     stopped at ``max_output_tokens``)."""
     try:
         response = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         response = None
     if not isinstance(response, dict) or not isinstance(response.get("output"), list):
         return SummaryOutcome(
@@ -342,7 +342,7 @@ class TranslatedResponsesRequest(ResponsesRequest):
             else:
                 try:
                     chunk = json.loads(data)
-                except ValueError:
+                except (ValueError, RecursionError):
                     return b""
                 if not isinstance(chunk, dict):
                     return b""

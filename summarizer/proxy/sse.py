@@ -56,7 +56,7 @@ def event_object(event: bytes) -> dict[str, Any] | None:
     """The ``data:`` payload of an event parsed as a JSON object, or None."""
     try:
         data = json.loads(event_data(event))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 

@@ -74,7 +74,7 @@ async def calibrate_by_count(
         return False
     try:
         counted: Any = json.loads(response.content).get("input_tokens")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return False
     if response.status_code != 200 or type(counted) is not int or counted <= 0:
         return False
