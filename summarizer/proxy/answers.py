@@ -4,7 +4,6 @@ usage figure fit for calibration."""
 
 from __future__ import annotations
 
-import json
 import logging
 import weakref
 from collections.abc import Mapping
@@ -14,6 +13,7 @@ import httpx2
 from starlette.responses import Response
 
 from ..library.upstream import says_context_length_exceeded
+from .body import json_object
 from .errors import error_payload, error_response
 from .model_routes import ModelRoute
 from .state import ProxyState
@@ -85,11 +85,7 @@ def invalid_answer(state: ProxyState, status: int, route: ModelRoute) -> Respons
 
 def is_context_length(status: int, content: bytes) -> bool:
     """Whether an upstream error answer says the prompt is over the window."""
-    try:
-        body = json.loads(content)
-    except (ValueError, RecursionError):
-        return False
-    return says_context_length_exceeded(status, body)
+    return says_context_length_exceeded(status, json_object(content, exact=True))
 
 
 def is_event_stream(response: httpx2.Response) -> bool:
@@ -100,11 +96,8 @@ def is_event_stream(response: httpx2.Response) -> bool:
 def upstream_error_payload(status: int, content: bytes) -> dict[str, Any]:
     """An upstream error answer as the payload of an SSE error event: its own JSON when that
     has an ``error`` object (OpenAI's and Anthropic's shapes both do), else ours."""
-    try:
-        data = json.loads(content)
-    except (ValueError, RecursionError):
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+    data = json_object(content, exact=True)
+    if data is not None and isinstance(data.get("error"), dict):
         return data
     return error_payload(
         f"The upstream answered HTTP {status}.", type="upstream_error", code=str(status)

@@ -17,7 +17,7 @@ from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 from .arrived import ArrivedBody
 from .body import kept_lead
 from .chat import HANDED_OVER, OVERFLOWED
-from .chat_request import ChatRequest, Sender
+from .chat_request import ChatRequest
 from .fast_path import KEY_BYTES, Remembered
 from .lane_answer import LaneAnswer
 from .lane_bound import fits_unlocated
@@ -75,7 +75,6 @@ class LaneRequest:
         """Bytes of the body found equal to the guessed body's (up to its last message)."""
         self.sent = 0
         """Body bytes written upstream (the body's own offsets)."""
-        self.who: Sender = client.who
         self.known: Remembered | None = None
         self.route: ModelRoute | None = None
         self.target: _Target | None = None
@@ -114,7 +113,7 @@ class LaneRequest:
             self.hand_over(None, whole=True)
             return
         fast = self.state.fast_path
-        known, who = self.known, self.who
+        known, who = self.known, self.client.who
         assert fast is not None
         # The common case: the body extends the guessed one (its bytes before the guess's last
         # message are compared already). Proven from its new bytes alone, and its last bytes
@@ -149,7 +148,7 @@ class LaneRequest:
         """Open the upstream request for the body this one most likely extends."""
         fast = self.state.fast_path
         assert fast is not None
-        known = fast.newest(b"".join(self.body.views(0, KEY_BYTES)), self.who)
+        known = fast.newest(b"".join(self.body.views(0, KEY_BYTES)), self.client.who)
         if known is None or known.end > self.length:
             return False
         lead = kept_lead(known.raw, known.body, stream=known.body.get("stream") is True)

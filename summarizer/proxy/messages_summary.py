@@ -9,11 +9,11 @@ request serves this one too.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from ..core.results import SummaryOutcome
+from .body import json_object
 
 _NOT_COPIED = frozenset(
     {"messages", "stream", "max_tokens", "tool_choice", "stop_sequences", "metadata"}
@@ -58,11 +58,8 @@ def messages_summary_body(
 def messages_summary_outcome(content: bytes, latency: float) -> SummaryOutcome:
     """The summary in a Messages answer: its text blocks joined; the whole prompt
     (``input_tokens`` and both cache figures) as ``prompt_tokens``."""
-    try:
-        message = json.loads(content)
-    except (ValueError, RecursionError):
-        message = None
-    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+    message = json_object(content, exact=True)
+    if message is None or not isinstance(message.get("content"), list):
         return SummaryOutcome(
             error="upstream answered with something that is not a message", latency_s=latency
         )

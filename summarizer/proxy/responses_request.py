@@ -9,7 +9,6 @@ with the warning header, a log line and ``summarizer_unmanaged_requests_total`` 
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from ..core.effects import Turn
 from ..core.errors import HistoryNotInRequest, InvalidConversation
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from . import sse
-from .body import replaced_body
+from .body import json_object, replaced_body
 from .chat_request import ParsedRequest, json_object_body, sender
 from .errors import error_response
 from .messages_summary import summary_cap, tokens
@@ -179,11 +178,8 @@ def prompt_usage(usage: Any) -> dict[str, Any] | None:
 def responses_summary_outcome(content: bytes, latency: float) -> SummaryOutcome:
     """The summary in a Responses answer (text of its ``message`` items; ``length`` when it
     stopped at ``max_output_tokens``)."""
-    try:
-        response = json.loads(content)
-    except (ValueError, RecursionError):
-        response = None
-    if not isinstance(response, dict) or not isinstance(response.get("output"), list):
+    response = json_object(content, exact=True)
+    if response is None or not isinstance(response.get("output"), list):
         return SummaryOutcome(
             error="upstream answered with something that is not a response", latency_s=latency
         )
@@ -340,11 +336,8 @@ class TranslatedResponsesRequest(ResponsesRequest):
             if data == b"[DONE]":
                 events = translator.finish()
             else:
-                try:
-                    chunk = json.loads(data)
-                except (ValueError, RecursionError):
-                    return b""
-                if not isinstance(chunk, dict):
+                chunk = json_object(data, exact=True)
+                if chunk is None:
                     return b""
                 if isinstance(chunk.get("error"), dict):
                     return b"event: error\ndata: " + data + b"\n\n"

@@ -54,11 +54,7 @@ def event_data(event: bytes) -> bytes:
 
 def event_object(event: bytes) -> dict[str, Any] | None:
     """The ``data:`` payload of an event parsed as a JSON object, or None."""
-    try:
-        data = json.loads(event_data(event))
-    except (ValueError, RecursionError):
-        return None
-    return data if isinstance(data, dict) else None
+    return json_object(event_data(event), exact=True)
 
 
 def usage_chunk(event: bytes) -> dict[str, Any] | None:

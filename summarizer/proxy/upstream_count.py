@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 
 from ..core.located import Located
+from .body import json_object
 
 if TYPE_CHECKING:
     from .chat_request import ManagedRequest
@@ -72,10 +73,8 @@ async def calibrate_by_count(
             route.host,
         )
         return False
-    try:
-        counted: Any = json.loads(response.content).get("input_tokens")
-    except (ValueError, AttributeError, RecursionError):
-        return False
+    read = json_object(response.content, exact=True)
+    counted: Any = read.get("input_tokens") if read is not None else None
     if response.status_code != 200 or type(counted) is not int or counted <= 0:
         return False
     state.metrics.upstream_counts.inc()
