@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 import httpx2
 import pytest
 
-from summarizer.proxy.wire import WirePool
+from summarizer.proxy.wire_pool import WirePool
 
 REQUEST = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}"
 
@@ -244,6 +244,110 @@ def test_a_whole_response_whose_body_stalls_times_out() -> None:
         async with trickling([(0.0, HEAD), (0.05, PAYLOAD[:10]), (0.5, PAYLOAD[10:])]) as origin:
             with pytest.raises(httpx2.ReadTimeout):
                 await whole(pool, origin)
+        pool.close()
+
+    asyncio.run(run())
+
+
+class Collected:
+    """A ``BodyReceiver`` that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+        self.flushes = 0
+        self.error: httpx2.TransportError | None = None
+        self.done = asyncio.get_running_loop().create_future()
+
+    def received(self, chunk: bytes) -> None:
+        assert not self.done.done(), "received after ended"
+        self.pieces.append(chunk)
+
+    def flush(self) -> None:
+        assert not self.done.done(), "flushed after ended"
+        self.flushes += 1
+
+    def ended(self, error: httpx2.TransportError | None) -> None:
+        assert not self.done.done(), "ended twice"
+        self.error = error
+        self.done.set_result(None)
+
+
+async def delivered(
+    pool: WirePool, origin: tuple[str, str, int]
+) -> tuple[bytes, httpx2.TransportError | None]:
+    """One request whose body is delivered to a receiver: the body, and how it ended."""
+    wire = await pool.connect(origin)
+    wire.begin(REQUEST)
+    await wire.response_head()
+    receiver = Collected()
+    wire.deliver(receiver)
+    await asyncio.wait_for(receiver.done, 5)
+    return b"".join(receiver.pieces), receiver.error
+
+
+GZIPPED = gzip.compress(PAYLOAD)
+
+
+@pytest.mark.parametrize(
+    ("cut", "expected"),
+    [
+        ([(0.0, HEAD + PAYLOAD)], PAYLOAD),  # all in before delivering
+        (
+            [(0.0, HEAD)]
+            + [(0.05, PAYLOAD[i : i + 700]) for i in range(0, 2100, 700)]
+            + [(0.05, PAYLOAD[2100:])],
+            PAYLOAD,
+        ),
+        (
+            [
+                (
+                    0.0,
+                    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n"
+                    b"content-encoding: gzip\r\n\r\n",
+                ),
+                (0.05, b"%x\r\n%s\r\n" % (40, GZIPPED[:40])),
+                (0.05, b"%x\r\n%s\r\n0\r\n\r\n" % (len(GZIPPED) - 40, GZIPPED[40:])),
+            ],
+            PAYLOAD,
+        ),
+    ],
+    ids=["in-already", "in-pieces", "gzip-chunked"],
+)
+def test_a_delivered_body_reaches_its_receiver_whole_and_decoded(
+    cut: list[tuple[float, bytes]], expected: bytes
+) -> None:
+    async def run() -> None:
+        pool = WirePool(connect_timeout=5, read_timeout=2)
+        async with trickling(cut) as origin:
+            assert await delivered(pool, origin) == (expected, None)
+        pool.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    ("cut", "error"),
+    [
+        ([(0.0, HEAD), (0.05, PAYLOAD[:10]), (0.6, PAYLOAD[10:])], httpx2.ReadTimeout),
+        (
+            [
+                (0.0, b"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: 20\r\n\r\n"),
+                (0.05, b"not gzip at all, no."),
+            ],
+            httpx2.RemoteProtocolError,
+        ),
+    ],
+    ids=["stalls", "undecodable"],
+)
+def test_a_delivered_body_that_fails_ends_its_receiver_with_the_error(
+    cut: list[tuple[float, bytes]], error: type[Exception]
+) -> None:
+    async def run() -> None:
+        pool = WirePool(connect_timeout=5, read_timeout=0.3)
+        async with trickling(cut) as origin:
+            body, ended = await delivered(pool, origin)
+            assert isinstance(ended, error)
+            assert PAYLOAD.startswith(body)
         pool.close()
 
     asyncio.run(run())

@@ -32,7 +32,7 @@ from .headers import request_headers
 from .metrics import ProxyMetrics
 from .model_routes import ModelRoute, RouteTable
 from .settings import Settings
-from .wire import WirePool
+from .wire_pool import WirePool
 
 logger = logging.getLogger("summarizer.proxy")
 

@@ -1,36 +1,30 @@
 """The fast lane's upstream connections: HTTP/1.1 written and read as bytes on asyncio
-transports, pooled per upstream origin.
+transports.
 
 The lane (``proxy.lane``) streams a request body upstream while the client is still sending it,
 which a client library's request-at-once interface cannot do, and it cannot afford one's
 per-request machinery (a 100k-token request must cost well under a millisecond). So this module
 speaks the little of HTTP/1.1 the lane needs: one request at a time per connection, a
 ``Content-Length`` body written as it comes, and a response parsed by ``httptools`` (the parser
-uvicorn serves with), its body delivered as it arrives (chunked or not). Failures raise
-``httpx2``'s own exception types, so the proxy answers them exactly as it answers the full
-path's (``ProxyState.upstream_failure``: 502 or 504).
+uvicorn serves with), its body delivered as it arrives (chunked or not): read by a task
+(``body``, ``read``) or handed to a receiver from the connection's own callbacks
+(``deliver``). Failures raise ``httpx2``'s own exception types, so the proxy answers them
+exactly as it answers the full path's (``ProxyState.upstream_failure``: 502 or 504).
 
-Connections are kept alive and reused for ``keepalive_expiry`` seconds (the full path's pool
-uses the same figure, shorter than common servers' idle timeouts), never reused after any
-error, and closed with the pool.
+A connection serves one exchange after another, pooled between them (``proxy.wire_pool``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import select
-import ssl
-import time
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
-from typing import cast
+from typing import Protocol, cast
 
 import httptools
 import httpx2
 
-KEEPALIVE_EXPIRY = 4.0
-MAX_IDLE = 200
 _HIGH_WATER = 1024 * 1024
 """Response bytes held unread before the upstream connection stops being read."""
 
@@ -47,6 +41,19 @@ def origin_of(parsed: httpx2.URL) -> Origin:
     scheme = parsed.scheme
     port = parsed.port or (443 if scheme == "https" else 80)
     return scheme, parsed.host, port
+
+
+class BodyReceiver(Protocol):
+    """Takes a response body as the connection's callbacks receive it (``deliver``)."""
+
+    def received(self, chunk: bytes) -> None:
+        """A piece of the body (decoded)."""
+
+    def flush(self) -> None:
+        """The pieces of one read from the socket are all received."""
+
+    def ended(self, error: httpx2.TransportError | None) -> None:
+        """The body is complete (``error`` None), or will never be: the last call."""
 
 
 class WireConnection(asyncio.Protocol):
@@ -76,6 +83,7 @@ class WireConnection(asyncio.Protocol):
         self._error: httpx2.TransportError | None = None
         self._paused = False
         self._decoder: zlib._Decompress | None = None
+        self._receiver: BodyReceiver | None = None
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.keep_alive = False
@@ -92,6 +100,8 @@ class WireConnection(asyncio.Protocol):
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(httpx2.RemoteProtocolError(f"invalid response from the upstream: {exc}"))
+        if self._receiver is not None:
+            self._receiver.flush()
 
     def eof_received(self) -> bool | None:
         if self._head_seen and self._close_delimited():
@@ -132,6 +142,15 @@ class WireConnection(asyncio.Protocol):
             self._head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
+        if self._receiver is not None:
+            self._bytes_arrived()
+            try:
+                decoded = self._decoded(body)
+            except httpx2.RemoteProtocolError as exc:  # abandoned already
+                self._end_delivery(exc)
+                return
+            self._receiver.received(decoded)
+            return
         self._chunks.append(body)
         self._held += len(body)
         if self._held > _HIGH_WATER and self.transport is not None and not self._paused:
@@ -144,6 +163,9 @@ class WireConnection(asyncio.Protocol):
         if 100 <= self.status < 200:
             return
         self._complete = True
+        if self._receiver is not None:
+            self._end_delivery(None)
+            return
         if self._whole and self._head is not None and not self._head.done():
             self._head.set_result(None)
         self._signal()
@@ -203,6 +225,49 @@ class WireConnection(asyncio.Protocol):
             self._wake = self._loop.create_future()
             await self._within_timeout(self._wake, "the upstream stopped sending its answer")
 
+    def deliver(self, receiver: BodyReceiver) -> None:
+        """Hand the response body to ``receiver`` from here on, as it arrives, instead of to
+        ``body``: what is in already at once, the rest from the connection's own callbacks, with
+        no task woken for it. The read timeout holds for each gap between its bytes; past it
+        the connection is closed and the receiver ends with ``ReadTimeout``. A receiver that
+        cannot keep up pauses the connection's reading itself (``transport``)."""
+        self._receiver = receiver
+        try:
+            while self._chunks:
+                receiver.received(self._decoded(self._chunks.popleft()))
+        except httpx2.RemoteProtocolError as exc:  # abandoned already
+            self._chunks.clear()
+            self._held = 0
+            self._end_delivery(exc)
+            return
+        self._held = 0
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        receiver.flush()
+        if self._complete:
+            self._end_delivery(None)
+        elif self._error is not None:
+            self._end_delivery(self._error)
+        else:
+            self._deadline = self._loop.call_later(self.read_timeout, self._expire)
+
+    def stop_delivering(self, receiver: BodyReceiver | None = None) -> None:
+        """No more calls to the receiver (to ``receiver`` only, when given: it has given up
+        its exchange, and the connection may serve another by now)."""
+        if receiver is not None and self._receiver is not receiver:
+            return
+        self._receiver = None
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _end_delivery(self, error: httpx2.TransportError | None) -> None:
+        receiver = self._receiver
+        self.stop_delivering()
+        if receiver is not None:
+            receiver.ended(error)
+
     async def _within_timeout(self, waited: asyncio.Future[None], problem: str) -> None:
         """Wait for ``waited``; past the read timeout (restarted by each arrival of bytes), the
         connection is closed and ``ReadTimeout`` raised."""
@@ -218,6 +283,11 @@ class WireConnection(asyncio.Protocol):
             self._deadline = self._waited = None
 
     def _expire(self) -> None:
+        if self._receiver is not None:
+            self._deadline = None
+            self.abandon()
+            self._end_delivery(httpx2.ReadTimeout("the upstream stopped sending its answer"))
+            return
         if self._waited is not None and not self._waited.done():
             self._waited.set_exception(_Expired())
 
@@ -268,6 +338,9 @@ class WireConnection(asyncio.Protocol):
             return  # the exchange had ended: a later close is the idle connection's
         if self._error is None:
             self._error = error
+        if self._receiver is not None:
+            self._end_delivery(error)
+            return
         if self._head is not None and not self._head.done():
             self._head.set_exception(error)
             self._head.exception()  # retrieved: response_head re-raises it
@@ -277,93 +350,3 @@ class WireConnection(asyncio.Protocol):
         wake, self._wake = self._wake, None
         if wake is not None and not wake.done():
             wake.set_result(None)
-
-
-def _readable(fileno: int) -> bool:
-    """Whether an idle connection (its socket's ``fileno``) has something to read: the
-    upstream closed it (or sent what it should not have), and the event loop has not seen it
-    yet."""
-    if fileno < 0:
-        return False
-    try:
-        return bool(select.select([fileno], [], [], 0)[0])
-    except (OSError, ValueError):
-        return True
-
-
-class WirePool:
-    """Idle upstream connections per origin, for the lane."""
-
-    def __init__(self, *, connect_timeout: float, read_timeout: float) -> None:
-        self.connect_timeout = connect_timeout
-        self.read_timeout = read_timeout
-        self._idle: dict[Origin, list[WireConnection]] = {}
-        self._ssl: ssl.SSLContext | None = None
-        self._open: set[WireConnection] = set()
-
-    def idle(self, origin: Origin) -> WireConnection | None:
-        """A live idle connection to ``origin``, taken from the pool; None when there is none."""
-        connections = self._idle.get(origin)
-        now = time.monotonic()
-        while connections:
-            connection = connections.pop()
-            transport = connection.transport
-            if (
-                connection.broken
-                or transport is None
-                or transport.is_closing()
-                or now - connection.idle_since > KEEPALIVE_EXPIRY
-                or _readable(connection.fileno)
-            ):
-                self.discard(connection)
-                continue
-            return connection
-        return None
-
-    async def connect(self, origin: Origin) -> WireConnection:
-        """A new connection to ``origin``."""
-        scheme, host, port = origin
-        loop = asyncio.get_running_loop()
-        context = None
-        if scheme == "https":
-            if self._ssl is None:
-                self._ssl = httpx2.create_ssl_context()
-            context = self._ssl
-        try:
-            async with asyncio.timeout(self.connect_timeout):
-                _, connection = await loop.create_connection(
-                    lambda: WireConnection(origin, self.read_timeout),
-                    host,
-                    port,
-                    ssl=context,
-                    server_hostname=host if context is not None else None,
-                )
-        except TimeoutError:
-            raise httpx2.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
-        except OSError as exc:
-            raise httpx2.ConnectError(f"could not connect to {host}:{port}: {exc}") from None
-        self._open.add(connection)
-        return connection
-
-    def release(self, connection: WireConnection) -> None:
-        """Give a connection back after its exchange: pooled when it can serve another."""
-        if connection.broken or not connection.complete or not connection.keep_alive:
-            self.discard(connection)
-            return
-        connection.idle_since = time.monotonic()
-        idle = self._idle.setdefault(connection.origin, [])
-        idle.append(connection)
-        if len(idle) > MAX_IDLE:
-            self.discard(idle.pop(0))
-
-    def discard(self, connection: WireConnection) -> None:
-        """Close a connection and forget it (an exchange given up, or one not to reuse)."""
-        connection.abandon()
-        self._open.discard(connection)
-
-    def close(self) -> None:
-        """Close every connection."""
-        for connection in list(self._open):
-            connection.abandon()
-        self._open.clear()
-        self._idle.clear()
