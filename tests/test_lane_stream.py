@@ -1,7 +1,7 @@
-"""A streamed answer on the lane (``summarizer.proxy.lane_stream``) is relayed from the upstream
-connection's callbacks: what reaches the client is what the full path sends, through a stream
-broken off, one that stalls past the read timeout, a client too slow to keep up and a client
-that leaves, and the upstream connection serves the next request after each.
+"""A streamed answer on the lane (``summarizer.proxy.lane_answer``) reaches the client as the
+full path sends it, through a stream broken off, one that stalls past the read timeout, a
+client too slow to keep up and a client that leaves, and the lane serves the next request
+after each.
 
 Over real HTTP: a proxy with the lane and one without, in front of one test upstream.
 """

@@ -32,6 +32,7 @@ from . import sse
 from .activity import note_after
 from .answers import (
     broken_off,
+    interrupted,
     invalid_answer,
     is_context_length,
     is_event_stream,
@@ -41,7 +42,6 @@ from .body import json_object
 from .chat_context import ChatContext, Overhead
 from .chat_request import ChatRequest, ManagedRequest, parse_chat_request, truth_comment
 from .errors import error_event, error_payload
-from .event_relay import EventRelay, interruption
 from .fast_path import FastPath
 from .headers import decoded_response_headers
 from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
@@ -220,25 +220,47 @@ class ChatExchange:
         )
 
     async def relay(
-        self, chunks: AsyncIterator[bytes], close: Callable[[], Awaitable[None]]
+        self,
+        chunks: AsyncIterator[bytes],
+        close: Callable[[], Awaitable[None]],
+        usages: list[Any] | None = None,
     ) -> AsyncIterator[bytes]:
         """The upstream's events (its body's ``chunks``) as they arrive, minus a usage chunk the
-        client did not want (``EventRelay``); the usage an event reports is observed before the
-        event goes on. ``close`` releases the upstream answer at the end."""
-        relay = EventRelay(self.chat, self.context.result)
+        client did not want; ``close`` releases the upstream answer at the end. The usage an
+        event reports is observed at once, or added to ``usages`` for the caller to observe
+        once the stream is written."""
+        splitter = sse.EventSplitter()
+        rewrite = self.chat.event_rewriter(self.context.result)
         try:
             async for chunk in chunks:
-                out = relay.feed(chunk)
-                for usage in relay.usages:
-                    await self.context.observe(usage)
-                relay.usages.clear()
+                out = []
+                for event in splitter.feed(chunk):
+                    usage = self.chat.event_usage(event)
+                    if usage is not None:
+                        if usages is None:
+                            await self.context.observe(usage)
+                        else:
+                            usages.append(usage)
+                        if not self.chat.keep_event(event):
+                            continue
+                    out.append(event if rewrite is None else rewrite(event))
                 if out:
-                    yield out
-            rest = relay.end()
+                    yield b"".join(out)
+            rest = splitter.rest()
             if rest:
                 yield rest
         except httpx2.TransportError as exc:
-            yield interruption(self.state, exc, self.context.route)
+            # The 200 is already sent: end with an error event (the SDKs raise on it); the
+            # unfinished event the upstream was sending, if any, is dropped.
+            interrupted(self.state, exc, self.context.route)
+            yield error_event(
+                error_payload(
+                    f"The upstream {self.context.route.host} broke off the stream: "
+                    f"{type(exc).__name__}.",
+                    type="upstream_error",
+                    code="stream_interrupted",
+                )
+            )
         finally:
             await close()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 from starlette.responses import Response
@@ -18,7 +18,6 @@ from .chat import ChatExchange
 from .chat_request import ChatRequest
 from .errors import error_response
 from .headers import decoded_response_headers
-from .lane_stream import LaneStream, chunk
 from .wire import WireConnection
 
 if TYPE_CHECKING:
@@ -173,53 +172,51 @@ class LaneAnswer:
         upstream: list[tuple[str, str]],
         wire: WireConnection,
     ) -> None:
-        """Relay an event stream, chunked, as the full path's ``relay`` rewrites it: from the
-        upstream connection's callbacks (``LaneStream``), or, when each usage is observed
-        before the stream goes on, through the full path's relay itself."""
+        """Relay an event stream, chunked, as the full path's ``relay`` rewrites it."""
         headers = decoded_response_headers(upstream)
         headers.update(exchange.context.headers())
         exchange.overhead.finish()
-        response = Response(b"", status_code=status, headers=headers)
-        raw_headers = [(k, v) for k, v in response.raw_headers if k != b"content-length"]
-        head = self._status_and_headers(status, raw_headers, chunked=True)
-        self.lane.written = True
-        if exchange.context.observing_waits:
-            await self._relay_observing(exchange, status, head, wire)
-            return
-
-        def finished() -> None:
-            # In the same step of the loop as the stream's end is written, so before this
-            # connection's next request is read: only the store's write waits (queued).
-            for usage in stream.relay.usages:
-                exchange.context.observe_queued(usage)
-            self._done(exchange, status)
-
-        stream = LaneStream(self.lane, exchange, wire, head, finished)
-        wire.deliver(stream)
-        try:
-            await stream.done
-        except BaseException:
-            stream.give_up()
-            raise
-
-    async def _relay_observing(
-        self, exchange: ChatExchange, status: int, head: bytes, wire: WireConnection
-    ) -> None:
-        """Relay an event stream through ``ChatExchange.relay``, which observes each usage
-        (awaited) before it goes on."""
+        head = Response(b"", status_code=status, headers=headers)
+        raw_headers = [(k, v) for k, v in head.raw_headers if k != b"content-length"]
         transport = self.lane.protocol.transport
-        transport.write(head)
+        self.lane.written = True
+        # What is ready is written together, once the relay has to wait for the upstream (or
+        # at the end): the events of one upstream read go in one write, with the head before
+        # the first, as each write is a system call and wakes the client.
+        pending = [self._status_and_headers(status, raw_headers, chunked=True)]
+        loop = self.lane.protocol.loop
+        scheduled = True  # the head goes at the latest once the relay first waits
+
+        def flush() -> None:
+            nonlocal scheduled
+            scheduled = False
+            if pending and not transport.is_closing():
+                transport.write(b"".join(pending))
+            pending.clear()
+
+        loop.call_soon(flush)
 
         async def close() -> None:
             self.lane.let_go(keep=True)
 
-        async for piece in exchange.relay(wire.body(), close):
-            if transport.is_closing():
-                return  # the client went away: client_gone cancels this task
-            if piece:
-                transport.write(chunk(piece))
-                await self.lane.protocol.flow.drain()
-        transport.write(b"0\r\n\r\n")
+        # Unless observing waits, the usage is observed once the stream's end is written, in
+        # the same step of the loop.
+        usages: list[Any] | None = None if exchange.context.observing_waits else []
+        try:
+            async for piece in exchange.relay(wire.body(), close, usages):
+                if transport.is_closing():
+                    return  # the client went away: client_gone cancels this task
+                if piece:
+                    pending.append(b"%x\r\n%b\r\n" % (len(piece), piece))
+                    if not scheduled:
+                        scheduled = True
+                        loop.call_soon(flush)
+                    await self.lane.protocol.flow.drain()
+            pending.append(b"0\r\n\r\n")
+            flush()
+        finally:
+            for usage in usages or ():
+                exchange.context.observe_queued(usage)
         self._done(exchange, status)
 
     def _finish(self, exchange: ChatExchange, response: Response) -> None:

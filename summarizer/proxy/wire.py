@@ -6,10 +6,9 @@ which a client library's request-at-once interface cannot do, and it cannot affo
 per-request machinery (a 100k-token request must cost well under a millisecond). So this module
 speaks the little of HTTP/1.1 the lane needs: one request at a time per connection, a
 ``Content-Length`` body written as it comes, and a response parsed by ``httptools`` (the parser
-uvicorn serves with), its body delivered as it arrives (chunked or not): read by a task
-(``body``, ``read``) or handed to a receiver from the connection's own callbacks
-(``deliver``). Failures raise ``httpx2``'s own exception types, so the proxy answers them
-exactly as it answers the full path's (``ProxyState.upstream_failure``: 502 or 504).
+uvicorn serves with), its body delivered as it arrives (chunked or not). Failures raise
+``httpx2``'s own exception types, so the proxy answers them exactly as it answers the full
+path's (``ProxyState.upstream_failure``: 502 or 504).
 
 A connection serves one exchange after another, pooled between them (``proxy.wire_pool``).
 """
@@ -20,7 +19,7 @@ import asyncio
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol, cast
+from typing import cast
 
 import httptools
 import httpx2
@@ -41,19 +40,6 @@ def origin_of(parsed: httpx2.URL) -> Origin:
     scheme = parsed.scheme
     port = parsed.port or (443 if scheme == "https" else 80)
     return scheme, parsed.host, port
-
-
-class BodyReceiver(Protocol):
-    """Takes a response body as the connection's callbacks receive it (``deliver``)."""
-
-    def received(self, chunk: bytes) -> None:
-        """A piece of the body (decoded)."""
-
-    def flush(self) -> None:
-        """The pieces of one read from the socket are all received."""
-
-    def ended(self, error: httpx2.TransportError | None) -> None:
-        """The body is complete (``error`` None), or will never be: the last call."""
 
 
 class WireConnection(asyncio.Protocol):
@@ -83,7 +69,6 @@ class WireConnection(asyncio.Protocol):
         self._error: httpx2.TransportError | None = None
         self._paused = False
         self._decoder: zlib._Decompress | None = None
-        self._receiver: BodyReceiver | None = None
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.keep_alive = False
@@ -100,8 +85,6 @@ class WireConnection(asyncio.Protocol):
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(httpx2.RemoteProtocolError(f"invalid response from the upstream: {exc}"))
-        if self._receiver is not None:
-            self._receiver.flush()
 
     def eof_received(self) -> bool | None:
         if self._head_seen and self._close_delimited():
@@ -142,15 +125,6 @@ class WireConnection(asyncio.Protocol):
             self._head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
-        if self._receiver is not None:
-            self._bytes_arrived()
-            try:
-                decoded = self._decoded(body)
-            except httpx2.RemoteProtocolError as exc:  # abandoned already
-                self._end_delivery(exc)
-                return
-            self._receiver.received(decoded)
-            return
         self._chunks.append(body)
         self._held += len(body)
         if self._held > _HIGH_WATER and self.transport is not None and not self._paused:
@@ -163,9 +137,6 @@ class WireConnection(asyncio.Protocol):
         if 100 <= self.status < 200:
             return
         self._complete = True
-        if self._receiver is not None:
-            self._end_delivery(None)
-            return
         if self._whole and self._head is not None and not self._head.done():
             self._head.set_result(None)
         self._signal()
@@ -225,49 +196,6 @@ class WireConnection(asyncio.Protocol):
             self._wake = self._loop.create_future()
             await self._within_timeout(self._wake, "the upstream stopped sending its answer")
 
-    def deliver(self, receiver: BodyReceiver) -> None:
-        """Hand the response body to ``receiver`` from here on, as it arrives, instead of to
-        ``body``: what is in already at once, the rest from the connection's own callbacks, with
-        no task woken for it. The read timeout holds for each gap between its bytes; past it
-        the connection is closed and the receiver ends with ``ReadTimeout``. A receiver that
-        cannot keep up pauses the connection's reading itself (``transport``)."""
-        self._receiver = receiver
-        try:
-            while self._chunks:
-                receiver.received(self._decoded(self._chunks.popleft()))
-        except httpx2.RemoteProtocolError as exc:  # abandoned already
-            self._chunks.clear()
-            self._held = 0
-            self._end_delivery(exc)
-            return
-        self._held = 0
-        if self._paused and self.transport is not None:
-            self._paused = False
-            self.transport.resume_reading()
-        receiver.flush()
-        if self._complete:
-            self._end_delivery(None)
-        elif self._error is not None:
-            self._end_delivery(self._error)
-        else:
-            self._deadline = self._loop.call_later(self.read_timeout, self._expire)
-
-    def stop_delivering(self, receiver: BodyReceiver | None = None) -> None:
-        """No more calls to the receiver (to ``receiver`` only, when given: it has given up
-        its exchange, and the connection may serve another by now)."""
-        if receiver is not None and self._receiver is not receiver:
-            return
-        self._receiver = None
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _end_delivery(self, error: httpx2.TransportError | None) -> None:
-        receiver = self._receiver
-        self.stop_delivering()
-        if receiver is not None:
-            receiver.ended(error)
-
     async def _within_timeout(self, waited: asyncio.Future[None], problem: str) -> None:
         """Wait for ``waited``; past the read timeout (restarted by each arrival of bytes), the
         connection is closed and ``ReadTimeout`` raised."""
@@ -283,11 +211,6 @@ class WireConnection(asyncio.Protocol):
             self._deadline = self._waited = None
 
     def _expire(self) -> None:
-        if self._receiver is not None:
-            self._deadline = None
-            self.abandon()
-            self._end_delivery(httpx2.ReadTimeout("the upstream stopped sending its answer"))
-            return
         if self._waited is not None and not self._waited.done():
             self._waited.set_exception(_Expired())
 
@@ -338,9 +261,6 @@ class WireConnection(asyncio.Protocol):
             return  # the exchange had ended: a later close is the idle connection's
         if self._error is None:
             self._error = error
-        if self._receiver is not None:
-            self._end_delivery(error)
-            return
         if self._head is not None and not self._head.done():
             self._head.set_exception(error)
             self._head.exception()  # retrieved: response_head re-raises it
