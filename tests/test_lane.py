@@ -165,6 +165,46 @@ def test_the_lane_takes_an_agents_requests_and_sends_what_the_full_path_sends(pa
     )
 
 
+def test_a_request_sent_before_it_is_located_is_located_once_its_answer_is_in(
+    tmp_path: Path,
+) -> None:
+    # The lane sends a request that extends a settled one before locating it, and takes its
+    # locating up once the answer is in. Only a request located and settled lets the next one
+    # go early too: each must have been, for every request after the first two to go early.
+    settings = Settings(port=0, db=tmp_path / "checkpoints.db", context_window=1_000_000)
+    bodies = [  # all streamed: a request that changes "stream" goes the full way
+        dumps({**json.loads(raw), "stream": True, "stream_options": {"include_usage": True}})
+        for raw in agent_session(seed=17, turns=10)
+    ]
+    with TestUpstream(responder=summary_responder) as upstream:
+        proxy = ProxyServer(settings.model_copy(update={"upstream": upstream.base_url})).start()
+        try:
+            headers = {
+                "authorization": "Bearer sk-lane-test",
+                "content-type": "application/json",
+                "x-summarizer-session": "early",
+            }
+            url = f"{proxy.base_url}/chat/completions"
+            with httpx2.Client(timeout=60) as client:
+                replies = [client.post(url, content=raw, headers=headers) for raw in bodies]
+            early = metric(proxy, "summarizer_lane_requests_total", "sent_early")
+            over = metric(proxy, "summarizer_lane_requests_total", "sent_over_bound")
+            taken = metric(proxy, "summarizer_lane_requests_total", "taken")
+        finally:
+            proxy.stop()
+    assert [reply.status_code for reply in replies] == [200] * len(bodies), [
+        reply.text[:300] for reply in replies if reply.status_code != 200
+    ]
+    assert all(answer_text(reply) for reply in replies)
+    # The first is remembered, the second located before it is sent (its previous one was
+    # never located), every later one sent early.
+    assert taken == len(bodies) - 1
+    assert early == len(bodies) - 2
+    assert over == 0
+    # Each answer's usage calibrated the counts: the proxy reports its figure on every answer.
+    assert all(reply.headers.get("x-summarizer-prompt-tokens") for reply in replies[2:])
+
+
 def parses(raw: bytes) -> bool:
     try:
         json.loads(raw)

@@ -7,9 +7,12 @@ silently: a warning header, a metric, and one log line per model.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.responses import Response
@@ -84,6 +87,21 @@ class Overhead:
         self.state.metrics.overhead.labels(label).observe(self.seconds)
 
 
+@dataclass(frozen=True, slots=True)
+class Locating:
+    """A request being located in a worker thread (``ChatContext.begin_locating``)."""
+
+    compactions: int
+    """The proxy's compactions when it began (read before the store is)."""
+    future: Future[Located]
+
+    async def located(self) -> Located:
+        """Where the request stands: at once when the thread is done, else once it is."""
+        if self.future.done():
+            return self.future.result()
+        return await asyncio.wrap_future(self.future)
+
+
 class ChatContext:
     """One chat request's context: located, settled, and reported back to the client."""
 
@@ -106,13 +124,34 @@ class ChatContext:
         """Whether the located request still needs a compaction before it is sent."""
         return self.located is not None and self.result is None and self.warning is None
 
-    async def locate(self) -> Response | None:
-        """Locate the request (once, in a worker thread); settled already when no compaction is
-        due. An error response for an invalid conversation, or a 503 when the store is down."""
-        context = self.route.context
+    def begin_locating(self) -> Locating:
+        """Start locating the request in one of the lane's threads (``ProxyState.locator``),
+        for ``locate`` to take up. A lane request sent before it is located is located while
+        the upstream works, and is needed only once the answer is in, by when the thread is
+        most often done: nothing then wakes the event loop for it, on a machine where every
+        wake takes the CPU from the upstream the proxy waits for."""
         compactions = self.state.compactions  # read before the store is
+        assert self.state.locator is not None
         try:
-            self.located = await context.alocate(self.chat.turn())
+            turn = self.chat.turn()
+        except Exception as exc:
+            failed: Future[Located] = Future()
+            failed.set_exception(exc)
+            return Locating(compactions, failed)
+        return Locating(compactions, self.state.locator.submit(self.route.context.locate, turn))
+
+    async def locate(self, begun: Locating | None = None) -> Response | None:
+        """Locate the request (once, in a worker thread, or as ``begun``); settled already
+        when no compaction is due. An error response for an invalid conversation, or a 503 when
+        the store is down."""
+        context = self.route.context
+        # Read before the store is.
+        compactions = self.state.compactions if begun is None else begun.compactions
+        try:
+            if begun is None:
+                self.located = await context.alocate(self.chat.turn())
+            else:
+                self.located = await begun.located()
             if await calibrate_by_count(self.state, self.chat, self.located, self.route):
                 self.located = await context.alocate(self.chat.turn())
         except InvalidConversation as exc:

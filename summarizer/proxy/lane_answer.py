@@ -15,6 +15,7 @@ from uvicorn.protocols.utils import get_client_addr
 from .activity import note_request
 from .answers import broken_off, is_context_length
 from .chat import ChatExchange
+from .chat_context import Locating
 from .chat_request import ChatRequest
 from .errors import error_response
 from .headers import decoded_response_headers
@@ -62,9 +63,9 @@ class LaneAnswer:
     async def _answer(self, parsed: ChatRequest, early: bool) -> None:
         exchange = ChatExchange(self.lane.state, parsed)
         context = exchange.context
-        locating: asyncio.Task[Response | None] | None = None
+        locating: Locating | None = None
         if early:
-            locating = asyncio.ensure_future(context.locate())
+            locating = context.begin_locating()
         else:
             invalid = await context.locate()
             if (
@@ -134,19 +135,13 @@ class LaneAnswer:
             headers.update(context.headers())
         self._finish(exchange, Response(content, status_code=status, headers=headers))
 
-    async def _located(
-        self, locating: asyncio.Task[Response | None] | None, exchange: ChatExchange
-    ) -> None:
-        """Wait for the locating of a request sent before it (done while the upstream
+    async def _located(self, locating: Locating | None, exchange: ChatExchange) -> None:
+        """Take up the locating of a request sent before it (done while the upstream
         worked)."""
         if locating is None:
             return
-        exchange.overhead.pause()
-        try:
-            invalid = await locating
-        finally:
-            exchange.overhead.resume()
         context = exchange.context
+        invalid = await context.locate(locating)
         if invalid is not None or context.due:
             # The bound said it fits and the count says otherwise: the next request compacts.
             self.lane.state.metrics.lane.labels("sent_over_bound").inc()

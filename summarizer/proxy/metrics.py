@@ -163,7 +163,10 @@ class ProxyMetrics:
             "Chat requests the lane claimed (streamed upstream as they arrived, see "
             "summarizer.proxy.lane), by what became of them: 'taken' (answered on the lane), "
             "'handed_over' (given to the full path: no remembered body to extend, bytes that "
-            "differ, a body the fast path could not prove, a compaction due, a slow client).",
+            "differ, a body the fast path could not prove, a compaction due, a slow client), "
+            "'sent_over_bound' (sent before it was located, on a bound its count then "
+            "contradicted); and, counted apart, 'sent_early' (its last bytes sent before it was "
+            "located, which happened while the upstream worked).",
             ["outcome"],
             registry=r,
         )

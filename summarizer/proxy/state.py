@@ -12,6 +12,7 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
@@ -35,6 +36,9 @@ from .settings import Settings
 from .wire_pool import WirePool
 
 logger = logging.getLogger("summarizer.proxy")
+
+LOCATING_THREADS = 4
+"""Lane requests located at once (each one's locating is short; more wait their turn)."""
 
 # Headers of the client's request that a summary call does not reuse: the SDK sets its own.
 _NOT_FOR_SUMMARY = ("content-type", "accept", "accept-encoding", "user-agent")
@@ -80,6 +84,8 @@ class ProxyState:
         self._http: httpx2.AsyncClient | None = None
         self.wire_pool: WirePool | None = None
         """The lane's upstream connections (``proxy.lane``), open while the proxy serves."""
+        self.locator: ThreadPoolExecutor | None = None
+        """The lane's locating threads (``ChatContext.begin_locating``), with ``wire_pool``."""
         self.upstream_host = self.routes.default.host
         """The top-level upstream, as named in messages (a route's own is ``route.host``)."""
         self.hop_name = f"summarizer-{secrets.token_hex(8)}"
@@ -123,6 +129,7 @@ class ProxyState:
             self.wire_pool = WirePool(
                 connect_timeout=30.0, read_timeout=self.settings.upstream_timeout
             )
+            self.locator = ThreadPoolExecutor(LOCATING_THREADS, "summarizer-locate")
 
     async def close(self) -> None:
         """Close the connection pool, write the queued activity, and close the store unless the
@@ -132,6 +139,9 @@ class ProxyState:
         if self.wire_pool is not None:
             self.wire_pool.close()
             self.wire_pool = None
+        if self.locator is not None:
+            self.locator.shutdown(wait=False, cancel_futures=True)
+            self.locator = None
         if self._http is not None:
             await self._http.aclose()
             self._http = None
