@@ -140,7 +140,8 @@ class ProxyState:
             self.wire_pool.close()
             self.wire_pool = None
         if self.locator is not None:
-            self.locator.shutdown(wait=False, cancel_futures=True)
+            # Locating queued still runs: a lane answer in flight takes it up.
+            self.locator.shutdown(wait=False)
             self.locator = None
         if self._http is not None:
             await self._http.aclose()
