@@ -23,6 +23,8 @@ from summarizer.proxy import ProxyServer
 from summarizer.proxy.settings import Settings
 from summarizer.testing import Fault, Reply, TestUpstream, summary_responder
 
+from .test_lane import metric
+
 MODEL = "gpt-4o-mini"
 HEADERS = {"authorization": "Bearer sk-lane-stream", "content-type": "application/json"}
 
@@ -76,11 +78,7 @@ def bodies(session: str, turns: int, max_tokens: int = 16) -> list[bytes]:
 
 def taken(proxy: ProxyServer) -> float:
     """Requests the lane answered itself."""
-    text = httpx2.get(proxy.base_url.removesuffix("/v1") + "/metrics").text
-    for line in text.splitlines():
-        if line.startswith('summarizer_lane_requests_total{outcome="taken"} '):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    return metric(proxy, "summarizer_lane_requests_total", "taken")
 
 
 def post(proxy: ProxyServer, raw: bytes, session: str) -> httpx2.Response:
