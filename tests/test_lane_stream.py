@@ -23,7 +23,7 @@ from summarizer.proxy import ProxyServer
 from summarizer.proxy.settings import Settings
 from summarizer.testing import Fault, Reply, TestUpstream, summary_responder
 
-from .test_lane import metric
+from .test_lane import answer_text, metric
 
 MODEL = "gpt-4o-mini"
 HEADERS = {"authorization": "Bearer sk-lane-stream", "content-type": "application/json"}
@@ -95,6 +95,12 @@ def events(response: httpx2.Response) -> list[dict[str, Any]]:
     ]
 
 
+def streamed_text(response: httpx2.Response) -> str:
+    """The assistant's text of an answer that must be a stream."""
+    assert response.headers["content-type"].startswith("text/event-stream")
+    return answer_text(response)
+
+
 def same_events(lane: httpx2.Response, full: httpx2.Response) -> bool:
     """Whether two streamed answers carry the same events (each upstream answer has its own
     ``id`` and ``created``)."""
@@ -106,14 +112,6 @@ def same_events(lane: httpx2.Response, full: httpx2.Response) -> bool:
         ]
 
     return kept(lane) == kept(full)
-
-
-def content(payloads: list[dict[str, Any]]) -> str:
-    return "".join(
-        choice["delta"].get("content") or ""
-        for payload in payloads
-        for choice in payload.get("choices", [])
-    )
 
 
 def warm(sides: Sides, session: str, turns: int, max_tokens: int = 16) -> list[bytes]:
@@ -149,8 +147,8 @@ def test_a_stream_broken_off_on_the_lane_ends_as_the_full_paths_does(sides: Side
     assert len(events(lane)) == 3  # the two events sent, then the error
     # The broken connection is not reused: the next request is answered whole.
     again = post(sides.lane, sent[-1], "broken")
-    assert content(events(again)) == content(events(post(sides.full, sent[-1], "broken")))
-    assert content(events(again))
+    assert streamed_text(again) == streamed_text(post(sides.full, sent[-1], "broken"))
+    assert streamed_text(again)
 
 
 def test_a_stream_that_stalls_on_the_lane_times_out_as_the_full_paths_does(sides: Sides) -> None:
@@ -163,7 +161,7 @@ def test_a_stream_that_stalls_on_the_lane_times_out_as_the_full_paths_does(sides
     assert events(lane)[-1]["error"]["code"] == "stream_interrupted"
     assert "ReadTimeout" in events(lane)[-1]["error"]["message"]
     time.sleep(1.6 * 4)  # the upstream's handler gives up on its closed connection
-    assert content(events(post(sides.lane, sent[-1], "stall")))
+    assert streamed_text(post(sides.lane, sent[-1], "stall"))
 
 
 def test_a_client_too_slow_for_a_large_stream_gets_all_of_it_on_the_lane(sides: Sides) -> None:
@@ -194,10 +192,10 @@ def test_a_client_too_slow_for_a_large_stream_gets_all_of_it_on_the_lane(sides: 
         headers={"content-type": "text/event-stream"},
         content=_unchunked(bytes(received.split(b"\r\n\r\n", 1)[1])),
     )
-    assert content(events(answer)) == text
+    assert streamed_text(answer) == text
     assert taken(sides.lane) == before + 1
     # The connection went back to the pool reading again: the next request is answered.
-    assert content(events(post(sides.lane, sent[-1], "slow")))
+    assert streamed_text(post(sides.lane, sent[-1], "slow"))
     assert taken(sides.lane) == before + 2
 
 
@@ -228,5 +226,5 @@ def test_a_client_that_leaves_mid_stream_leaves_the_lane_serving(sides: Sides) -
                 break  # and close the connection with the stream unfinished
     time.sleep(1.5)  # the upstream's handler finishes on its side
     after = post(sides.lane, sent[-1], "leaves")
-    assert content(events(after))
+    assert streamed_text(after)
     assert taken(sides.lane) >= before + 1
