@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from summarizer.core.errors import InvalidConversation
 from summarizer.core.messages import (
     canonical_json,
     group_units,
+    identity_form,
     message_digest,
     message_text,
     prefix_chain,
@@ -112,3 +115,61 @@ def test_validation_keeps_the_callers_objects_and_unknown_fields() -> None:
     messages = [{"role": "user", "content": "hi", "cache_control": {"type": "ephemeral"}}]
     assert validate_messages(messages) is messages
     assert messages[0]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_a_turn_is_one_message_whatever_form_the_client_sends_it_in() -> None:
+    # Claude Code sends its newest turn as text blocks with a breakpoint, and the same turn as
+    # a string on the next request; chat clients behind gateways mark parts the same way.
+    plain = {"role": "user", "content": "Fix the test in src/app.py"}
+    one_part = {"role": "user", "content": [{"type": "text", "text": "Fix the test in src/app.py"}]}
+    marked = {
+        "role": "user",
+        "content": [
+            {
+                "type": "text",
+                "text": "Fix the test in src/app.py",
+                "cache_control": {"type": "ephemeral"},
+            }
+        ],
+    }
+    assert message_digest(plain) == message_digest(one_part) == message_digest(marked)
+    assert prefix_chain([plain]) == prefix_chain([marked])
+    # What a message says still counts: other text, another role, two parts, a non-text part.
+    assert message_digest(plain) != message_digest({"role": "user", "content": "Fix it"})
+    assert message_digest(plain) != message_digest({**plain, "role": "assistant"})
+    two = [{"type": "text", "text": "Fix the test"}, {"type": "text", "text": " in src/app.py"}]
+    assert message_digest({"role": "user", "content": two}) != message_digest(plain)
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    with_image = {"role": "user", "content": [image]}
+    assert message_digest(with_image) != message_digest(
+        {"role": "user", "content": [image, {"type": "text", "text": ""}]}
+    )
+    # Two text parts with a breakpoint on one are the same two parts without it.
+    two_marked = [two[0], {**two[1], "cache_control": {"type": "ephemeral"}}]
+    assert message_digest({"role": "user", "content": two_marked}) == message_digest(
+        {"role": "user", "content": two}
+    )
+
+
+def test_identity_form_copies_only_what_differs_and_never_changes_the_message() -> None:
+    plain = {"role": "user", "content": "hi"}
+    assert identity_form(plain) is plain
+    parts = {
+        "role": "user",
+        "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+    }
+    assert identity_form(parts) is parts
+    marked = {
+        "role": "user",
+        "cache_control": {"type": "ephemeral"},
+        "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+    }
+    before = copy.deepcopy(marked)
+    assert identity_form(marked) == plain
+    assert marked == before
+    # A text part carrying anything beyond its type and text (annotations) stays a list.
+    annotated = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "hi", "annotations": []}],
+    }
+    assert identity_form(annotated) is annotated

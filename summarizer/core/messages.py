@@ -7,7 +7,9 @@ provider-specific key survives to the upstream request unchanged. This module on
 - ``group_units`` splits a conversation into indivisible units (an assistant message with
   ``tool_calls`` together with the tool messages answering it); a cut may only fall between units;
 - ``message_digest`` and ``prefix_chain`` give each message a stable identity and each prefix a
-  hash, so equal prefixes are recognised without comparing messages.
+  hash, so equal prefixes are recognised without comparing messages. The identity is that of
+  ``identity_form(message)``: the forms a client may choose for the same content (a string or
+  one text part; a ``cache_control`` marker or none) are one message.
 """
 
 from __future__ import annotations
@@ -44,8 +46,59 @@ def canonical_bytes(value: Any) -> bytes:
     return canonical_json(value).encode("utf-8", "surrogatepass")
 
 
+_CACHE_MARKER = "cache_control"
+"""A delivery hint (Anthropic's breakpoint, also sent on chat parts through gateways): never part
+of what a message says."""
+
+
+def identity_form(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``message`` as its identity sees it: the same content in the form clients vary.
+
+    Clients resend a turn in another form than they first sent it: Claude Code sends its newest
+    user turn as a list of text blocks carrying its cache breakpoint, and the same turn as a plain
+    string on the next request. Both are the same message to the API, so they must be one
+    message to the engine, or no checkpoint is ever reused. Here ``cache_control`` is dropped
+    (on the message and on each content part) and a content list of exactly one text part
+    (``{"type": "text", "text": ...}`` and nothing else) reads as its string. Several text parts
+    stay a list: joining them would change what the model reads. Returns ``message`` itself
+    when nothing differs (the common case, no copy); it never changes ``message``.
+    """
+    content = message.get("content")
+    marked = _CACHE_MARKER in message
+    if type(content) is not list:
+        if not marked:
+            return message
+        return {k: v for k, v in message.items() if k != _CACHE_MARKER}
+    parts: list[Any] = content
+    if any(type(part) is dict and _CACHE_MARKER in part for part in content):
+        parts = [
+            {k: v for k, v in part.items() if k != _CACHE_MARKER}
+            if type(part) is dict and _CACHE_MARKER in part
+            else part
+            for part in content
+        ]
+    form_content: list[Any] | str = parts
+    if len(parts) == 1 and _is_plain_text(parts[0]):
+        form_content = parts[0]["text"]
+    if form_content is content and not marked:
+        return message
+    form = {k: v for k, v in message.items() if k != _CACHE_MARKER}
+    form["content"] = form_content
+    return form
+
+
+def _is_plain_text(part: Any) -> bool:
+    return (
+        type(part) is dict
+        and len(part) == 2
+        and part.get("type") == "text"
+        and type(part.get("text")) is str
+    )
+
+
 def message_digest(message: Mapping[str, Any]) -> str:
-    """A stable digest of one message (SHA-256 of its canonical JSON, hex, 32 characters)."""
+    """A stable digest of one message (SHA-256 of the canonical JSON of its ``identity_form``,
+    hex, 32 characters)."""
     return digest_and_size(message)[0]
 
 
@@ -54,12 +107,14 @@ _LONG_STRING = 1 << 20
 
 
 def digest_and_size(message: Mapping[str, Any]) -> tuple[str, int]:
-    """``message_digest(message)`` and the byte length of the canonical JSON it hashes.
+    """``message_digest(message)`` and the byte length of the canonical JSON it hashes (that of
+    ``identity_form(message)``).
 
     A message holding a very long string (megabytes of tool output) is serialised and hashed a
     slice at a time, with the same result: one C call over 16M characters would hold the GIL for
     about 80 ms, stalling every other thread of the process (the proxy's event loop included).
     """
+    message = identity_form(message)
     if not _has_long_string(message):
         data = canonical_bytes(message)
         return hashlib.sha256(data).hexdigest()[:32], len(data)
