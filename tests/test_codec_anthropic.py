@@ -219,3 +219,29 @@ def test_a_malformed_request_names_the_field(mutate: Any, param: str) -> None:
     with pytest.raises(InvalidConversation) as raised:
         codec.decode(body)
     assert raised.value.param == param
+
+
+def test_a_mid_conversation_system_message_stays_an_instruction_in_place() -> None:
+    body = _body()
+    update = {"role": "system", "content": [{"type": "text", "text": "Now use tabs."}]}
+    body["messages"].insert(1, update)  # right after the task, a user turn
+    decoded = codec.decode(body)
+    assert decoded.messages[2] == {
+        "role": "system",
+        "content": [{"type": "text", "text": "Now use tabs."}],
+    }
+    assert [u.kind for u in group_units(decoded.messages)][:3] == [
+        "instruction",
+        "user",
+        "instruction",
+    ]
+    # Kept, it goes back as the client's own object.
+    encoded = codec.encode(decoded, decoded.messages)
+    assert encoded["messages"][1] is update
+    # Where the API refuses one (first, or after an assistant turn), so does the codec.
+    for at in (0, 2):
+        refused = _body()
+        refused["messages"].insert(at, dict(update))
+        with pytest.raises(InvalidConversation) as raised:
+            codec.decode(refused)
+        assert raised.value.param == f"messages.{at}.role"

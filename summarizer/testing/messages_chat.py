@@ -71,6 +71,8 @@ def _chat_messages(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+    if role == "system":  # a mid-conversation system message: text blocks only
+        return [{"role": "system", "content": "\n\n".join(_texts(blocks))}]
     if role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(_texts(blocks)) or None}
         calls = [

@@ -5,6 +5,12 @@
 then Anthropic's pairing rule for tool use, then the cap of 4 ``cache_control`` blocks.
 Consecutive messages of the same role are allowed: Anthropic merges them into one turn, and the
 pairing rule applies to turns.
+
+A ``system`` message inside ``messages`` (a mid-conversation system message, which Claude Code
+sends with its default model) is accepted where the API accepts one: right after a user turn
+(so never first), with a string or text blocks as its content. It belongs to no turn for the
+pairing rule. The API takes it without a beta header on the models that support it, so the test
+upstream does not ask for one either: it must never be stricter than the real thing.
 """
 
 from __future__ import annotations
@@ -94,13 +100,17 @@ def _block_error(path: str, block: Any, *, role: str | None, nested: bool = Fals
     return _cache_control_error(f"{path}.{kind}.cache_control", block.get("cache_control"))
 
 
-def _message_error(index: int, message: Any, *, final: bool) -> str | None:
+def _message_error(
+    index: int, message: Any, *, final: bool, previous: Mapping[str, Any] | None
+) -> str | None:
     path = f"messages.{index}"
     if not isinstance(message, Mapping):
         return f"{path}: Input should be a valid dictionary"
     role = message.get("role")
     if "role" not in message:
         return f"{path}.role: Field required"
+    if role == "system":
+        return _mid_system_error(path, message, previous)
     if role not in ("user", "assistant"):
         return f"{path}.role: Input should be 'user' or 'assistant'"
     if "content" not in message:
@@ -115,6 +125,29 @@ def _message_error(index: int, message: Any, *, final: bool) -> str | None:
         )
     for number, block in enumerate(content if isinstance(content, list) else ()):
         error = _block_error(f"{path}.content.{number}", block, role=str(role))
+        if error is not None:
+            return error
+    return None
+
+
+def _mid_system_error(
+    path: str, message: Mapping[str, Any], previous: Mapping[str, Any] | None
+) -> str | None:
+    """Why a ``system`` message inside ``messages`` is refused (None: it is well placed)."""
+    if previous is None or previous.get("role") not in ("user", "system"):
+        return f"{path}: a system message must immediately follow a user turn"
+    content = message.get("content")
+    if isinstance(content, str):
+        return None if content else f"{path}.content: must not be empty"
+    if not isinstance(content, list) or not content:
+        return f"{path}.content: Input should be a non-empty list of text blocks"
+    for number, block in enumerate(content):
+        at = f"{path}.content.{number}"
+        if not isinstance(block, Mapping) or block.get("type") != "text":
+            return f"{at}.type: a system message may only hold text blocks"
+        if not isinstance(block.get("text"), str):
+            return f"{at}.text: Input should be a valid string"
+        error = _cache_control_error(f"{at}.cache_control", block.get("cache_control"))
         if error is not None:
             return error
     return None
@@ -186,6 +219,8 @@ def _pairing_error(messages: Sequence[Mapping[str, Any]]) -> str | None:
     answers a ``tool_use`` of the turn just before."""
     turns: list[list[int]] = []
     for index, message in enumerate(messages):
+        if message["role"] == "system":
+            continue
         if turns and messages[turns[-1][-1]]["role"] == message["role"]:
             turns[-1].append(index)
         else:
@@ -246,7 +281,13 @@ def invalid_messages_request(body: Any, *, count_tokens: bool = False) -> str | 
     if not messages:
         return "messages: at least one message is required"
     for index, message in enumerate(messages):
-        error = _message_error(index, message, final=index == len(messages) - 1)
+        previous = messages[index - 1] if index else None
+        error = _message_error(
+            index,
+            message,
+            final=index == len(messages) - 1,
+            previous=previous if isinstance(previous, Mapping) else None,
+        )
         if error is not None:
             return error
     error = (

@@ -5,6 +5,9 @@ Decoding, message by message (``Origin.items`` is the message's index in ``messa
 - ``system`` (a string or text blocks) becomes one leading system message (``system_items`` 1);
   ``encode`` never touches the body's ``system``.
 - A string ``content`` becomes a chat message of the same role.
+- A ``system`` message inside ``messages`` (mid-conversation, as Claude Code sends with its
+  default model) becomes a chat system message in place (string or text blocks), kept verbatim
+  through compaction like every instruction.
 - An assistant message becomes one assistant chat message: its text blocks the content, its
   ``tool_use`` blocks ``tool_calls`` (arguments: the input's canonical JSON), every other block
   (``thinking`` and ``redacted_thinking`` with their signatures, server tool blocks) opaque.
@@ -54,7 +57,12 @@ class AnthropicCodec:
             origins[id(messages[0])] = Origin(items=())
             system_items = 1
         for index, item in enumerate(wire):
-            for message, origin in _decode_message(item, index):
+            after = (
+                wire[index - 1].get("role")
+                if index and isinstance(wire[index - 1], Mapping)
+                else None
+            )
+            for message, origin in _decode_message(item, index, after):
                 messages.append(message)
                 origins[id(message)] = origin
         validate_messages(messages)
@@ -94,14 +102,23 @@ def _system_message(system: Any) -> Message:
     raise InvalidConversation("system: must be a string or an array of text blocks", param="system")
 
 
-def _decode_message(item: Any, index: int) -> list[tuple[Message, Origin]]:
+def _decode_message(item: Any, index: int, after: Any = None) -> list[tuple[Message, Origin]]:
+    """The chat messages of wire message ``index`` (``after``: the role of the one before)."""
     where = f"messages.{index}"
     if not isinstance(item, Mapping):
         raise InvalidConversation(f"{where}: must be an object", param=where)
     role = item.get("role")
+    if role == "system":
+        if after not in ("user", "system"):
+            raise InvalidConversation(
+                f"{where}: a system message must immediately follow a user turn",
+                param=f"{where}.role",
+            )
+        return [(_mid_system(item.get("content"), where), Origin(items=(index,)))]
     if role not in ("user", "assistant"):
         raise InvalidConversation(
-            f"{where}.role: Input should be 'user' or 'assistant'", param=f"{where}.role"
+            f"{where}.role: Input should be 'user', 'assistant' or 'system'",
+            param=f"{where}.role",
         )
     content = item.get("content")
     if isinstance(content, str):
@@ -122,6 +139,26 @@ def _decode_message(item: Any, index: int) -> list[tuple[Message, Origin]]:
     if role == "assistant":
         return [(_assistant(content, where), Origin(items=(index,)))]
     return _user(content, index)
+
+
+def _mid_system(content: Any, where: str) -> Message:
+    """A ``system`` message inside ``messages`` (a mid-conversation system message): a chat
+    system message in place, which the engine keeps verbatim like any instruction. Where it may
+    stand is the upstream's rule; the codec only reads it."""
+    if isinstance(content, str):
+        return {"role": "system", "content": content}
+    if not isinstance(content, list) or not content:
+        raise InvalidConversation(
+            f"{where}.content: a system message holds a string or text blocks",
+            param=f"{where}.content",
+        )
+    parts: list[dict[str, Any]] = []
+    for number, block in enumerate(content):
+        at = f"{where}.content.{number}"
+        if not isinstance(block, Mapping) or block.get("type") != "text":
+            raise InvalidConversation(f"{at}: a system message holds text blocks only", param=at)
+        parts.append({"type": "text", "text": _text(block, at)})
+    return {"role": "system", "content": parts}
 
 
 def _assistant(blocks: Sequence[Mapping[str, Any]], where: str) -> Message:
