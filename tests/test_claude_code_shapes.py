@@ -211,3 +211,37 @@ def test_the_test_upstream_places_mid_conversation_system_messages_as_the_api_do
         with pytest.raises(anthropic.BadRequestError) as raised:
             api.messages.create(model=MODEL, max_tokens=50, messages=messages)  # type: ignore[arg-type]
         assert message in str(raised.value)
+
+
+def test_a_window_the_agent_cannot_use_names_the_fix(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy(context_window=40_000)
+    api = client(proxy)
+    history = [{"role": "user", "content": TASK}]
+    # Claude Code's default reply cap is the whole window: forwarded unmanaged (the upstream,
+    # with the same window, refuses it), and the proxy says why and what to change.
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        api.messages.create(
+            model=MODEL, max_tokens=64_000, system=SYSTEM, messages=history, timeout=60
+        )
+    assert "exceed context limit" in str(refused.value)  # the upstream's own words
+    warning = refused.value.response.headers["x-summarizer-warning"]
+    assert "64,000" in warning and "CLAUDE_CODE_MAX_OUTPUT_TOKENS" in warning
+    assert "--context-window" in warning
+    # A cap that leaves too little for the prompt (32,000 of 40,000, under a 12k-token load):
+    # refused before anything goes upstream, saying which settings fix it.
+    sent = len(upstream.requests)
+    pasted = "\n".join(turn_text(n) for n in range(1, 7))  # about 9,000 tokens, kept whole
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        api.messages.create(
+            model=MODEL,
+            max_tokens=32_000,
+            system=SYSTEM,
+            messages=[{"role": "user", "content": f"{TASK}\n{pasted}"}],
+            timeout=60,
+        )
+    message = str(raised.value)
+    assert "32,000" in message and "CLAUDE_CODE_MAX_OUTPUT_TOKENS=8000" in message
+    assert "--context-window" in message
+    assert len(upstream.requests) == sent

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, ReplyReserveTooLarge
 from .messages import tool_names
 from .model_limits import ModelLimits, lookup_limits
 from .results import Policy
@@ -269,8 +269,10 @@ def resolve_budget(
         assert limits is not None
         reserve = min(limits.max_output_tokens, window // 4)
     if reserve >= window:
-        raise ConfigurationError(
-            f"reply reserve of {reserve} tokens leaves nothing of the {window}-token window"
+        raise ReplyReserveTooLarge(
+            reserve=reserve,
+            window=window,
+            asked=config.reserve_output_tokens is None and requested_output is not None,
         )
     usable = window - reserve
     budget = Budget(

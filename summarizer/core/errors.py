@@ -91,6 +91,21 @@ class InvalidConversation(SummarizerError, ValueError):
         super().__init__(message)
 
 
+class ReplyReserveTooLarge(ConfigurationError):
+    """The reply reserve (``asked``: the request's own reply cap, ``max_tokens`` or the like)
+    leaves nothing of the window for the prompt."""
+
+    def __init__(self, *, reserve: int, window: int, asked: bool) -> None:
+        self.reserve = reserve
+        self.window = window
+        self.asked = asked
+        source = "the reply cap the request asks for" if asked else "the configured reply reserve"
+        super().__init__(
+            f"reply reserve of {reserve} tokens ({source}) leaves nothing of the "
+            f"{window}-token window"
+        )
+
+
 class BudgetExceeded(SummarizerError):
     """The request cannot fit the window even after every degradation step.
 

@@ -22,6 +22,7 @@ from ..core.errors import (
     ConfigurationError,
     HistoryNotInRequest,
     InvalidConversation,
+    ReplyReserveTooLarge,
     StoreUnavailable,
     SummarizerError,
     TokenizerUnavailable,
@@ -35,6 +36,7 @@ from .errors import error_response, store_unavailable_response
 from .fast_path import settle
 from .state import ProxyState
 from .upstream_count import calibrate_by_count
+from .window_advice import budget_advice, reserve_advice
 
 logger = logging.getLogger("summarizer.proxy")
 
@@ -181,7 +183,8 @@ class ChatContext:
                 summarizer=self._counted(self.chat.summarizer(self.state, self.route)),
             )
         except BudgetExceeded as exc:
-            return error_response(400, str(exc), param="messages", code="context_length_exceeded")
+            message = budget_advice(exc, self.located.budget)
+            return error_response(400, message, param="messages", code="context_length_exceeded")
         except InvalidConversation as exc:
             return error_response(400, str(exc), param=exc.param, code="invalid_value")
         except (ConfigurationError, TokenizerUnavailable) as exc:
@@ -196,7 +199,9 @@ class ChatContext:
         """Forward without context management (e.g. a model whose window is unknown)."""
         reason = exc.reason if isinstance(exc, HistoryNotInRequest) else type(exc).__name__
         problem = str(exc)
-        if isinstance(exc, UnknownModelError):
+        if isinstance(exc, ReplyReserveTooLarge):
+            problem = reserve_advice(exc)
+        elif isinstance(exc, UnknownModelError):
             problem = unknown_window(
                 exc.model, self.route.context.config.context_window is not None
             )
