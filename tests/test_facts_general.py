@@ -240,3 +240,14 @@ def test_path_arguments_of_a_tool_call_are_paths_whatever_their_shape() -> None:
 def test_attribute_access_is_not_a_path() -> None:
     code = "x = self.total + order.amount\nresult = np.sum(values)\nos.environ.get('HOME')"
     assert of_kind("path", [tool(code)]) == []
+
+
+def test_closing_tags_of_an_agents_context_are_not_paths() -> None:
+    # Codex CLI opens every session with XML-tagged context; its closing tags once entered the
+    # ledger as the paths /environment_context, /cwd, /filesystem.
+    text = (
+        "<environment_context>\n  <cwd>/work/repo</cwd>\n  <filesystem>workspace-write</filesystem>"
+        "\n</environment_context>\n<permission_profile>on-request</permission_profile>\n"
+        "Fix src/app.py and keep <b>docs/guide.md</b> in step."
+    )
+    assert of_kind("path", [said(text)]) == ["/work/repo", "src/app.py", "docs/guide.md"]

@@ -100,6 +100,9 @@ class _Collector:
         commit_context = _COMMIT_WORD_RE.search(head) is not None
         define = _DEF_LINE_RE.match(head) is not None
         for match in _TOKEN_RE.finditer(line):
+            start = match.start()
+            if start and line[start - 1] == "<" and match[0][:1] == "/":
+                continue  # a closing tag (``</environment_context>``), never a path
             if len(match[0]) <= _MAX_TOKEN:
                 self._token(match[0], pos + match.start(), commit_context, define)
         for qty in _QTY_RE.finditer(line):
