@@ -25,6 +25,7 @@ PUBLIC_BY_MODULE = {
         "InvalidConversation",
         "HistoryNotInRequest",
         "LeaseLost",
+        "ReplyReserveTooLarge",
         "StoreUnavailable",
         "SummarizerError",
         "SummaryFailed",

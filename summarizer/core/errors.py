@@ -4,7 +4,8 @@
 
     SummarizerError
     ├── ConfigurationError          bad or missing configuration (ValueError)
-    │   └── UnknownModelError       a model with no known or configured context window
+    │   ├── UnknownModelError       a model with no known or configured context window
+    │   └── ReplyReserveTooLarge    the reply reserve leaves nothing of the window
     ├── TokenizerUnavailable        no tiktoken encoding file can be found offline
     ├── InvalidConversation         not a valid Chat Completions conversation (ValueError)
     ├── HistoryNotInRequest         the conversation lives at the provider, not in the request
