@@ -32,6 +32,8 @@ from summarizer.core.messages import (
     INSTRUCTION_ROLES,
     content_text,
     group_units,
+    leading_instructions,
+    message_digest,
     tool_call_ids,
     validate_messages,
 )
@@ -266,10 +268,15 @@ def _verbatim(placed: Sequence[Placed]) -> set[int]:
 
 
 def check_instructions_kept(raw: Sequence[Message], placed: Sequence[Placed]) -> None:
-    """Every system/developer message of ``raw``, leading or not, is sent verbatim."""
+    """Every system/developer message of ``raw``, leading or not, is sent verbatim; of a
+    mid-conversation one that recurs word for word, the newest copy is."""
     verbatim = _verbatim(placed)
     for j, message in enumerate(raw):
         if message.get("role") in INSTRUCTION_ROLES and j not in verbatim:
+            digest = message_digest(message)
+            later = [k for k in range(j + 1, len(raw)) if message_digest(raw[k]) == digest]
+            if j >= leading_instructions(raw) and later and later[-1] in verbatim:
+                continue
             raise fail(INSTRUCTIONS, f"raw[{j}] ({describe(message)}) was not sent verbatim")
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from summarizer.core.config import PinRule
 from summarizer.core.errors import BudgetExceeded
-from summarizer.core.messages import group_units, message_text
+from summarizer.core.messages import group_units, leading_instructions, message_text
 from summarizer.core.planner import ViewItem, cut_outputs, plan_compaction, summary_request_end
 from summarizer.loaders.prompts import load_prompt
 
@@ -340,7 +340,11 @@ def test_plans_never_split_units_and_keep_what_must_be_kept(
     keep = set(kept) | set(tail)
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     assert users[0] in keep and users[-1] in keep
-    assert all(i in keep for i, m in enumerate(messages) if m["role"] == "system")
+    # Every system message is kept, a mid-conversation one at least in its newest copy.
+    systems = [i for i, m in enumerate(messages) if m["role"] == "system"]
+    newest = {messages[i]["content"]: i for i in systems}
+    leading = leading_instructions(messages)
+    assert all(i in keep for i in systems if i < leading or newest[messages[i]["content"]] == i)
     assert n - 1 in tail
     assert result.estimated_tokens <= limit
     # Overrides only replace tool outputs, keeping their ids.
@@ -431,3 +435,26 @@ def test_earlier_summaries_kept_apart_are_summarized_again_once_they_outgrow_the
     assert roomy.runs == []  # each is within the allowance: kept as it is
     tight = plan(messages, view=view, summary_tokens=200, min_summary_tokens=60, target_tokens=200)
     assert tight.runs == [range(2, 3), range(4, 5)] and tight.summary_tokens < 124
+
+
+def test_a_recurring_reminder_is_kept_in_its_newest_copy_and_the_history_forms_one_run() -> None:
+    """Claude Code appends the same ``system`` reminder after each of its turns. Keeping every
+    copy would cut the history into a run per copy; the newest copy says it all."""
+    reminder = {"role": "system", "content": "The user hasn't heard from you in a while."}
+    rule = {"role": "system", "content": "Use tabs from now on."}
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "be careful"},
+        {"role": "user", "content": "the task"},
+        rule,
+    ]
+    for t in range(8):
+        messages += tool_turn(f"c{t}", "read", "{}", text(40, f"t{t}_"))
+        messages.append(dict(reminder))
+    messages.append({"role": "user", "content": "go on"})
+    result = plan(messages)
+    kept, span, tail = parts(result, len(messages))
+    copies = [i for i, m in enumerate(messages) if m == reminder]
+    assert copies[-1] in kept + tail
+    assert set(copies[:-1]) <= set(span)
+    assert 0 in kept and 2 in kept  # the system prompt, and an instruction said once
+    assert len(result.runs) == 1

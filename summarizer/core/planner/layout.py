@@ -1,6 +1,11 @@
 """The units of a view and which of them are kept verbatim by rule: every system/developer
-message, the first and the latest user message, pinned units and the final unit; the units in
-between form the *runs* a summary may replace."""
+message (a mid-conversation one only in its newest copy), the first and the latest user message,
+pinned units and the final unit; the units in between form the *runs* a summary may replace.
+
+A mid-conversation instruction that recurs word for word (Claude Code appends the same reminder
+as a ``system`` message after each of its turns) is kept where it last stands: its earlier copies
+say nothing the newest does not, and keeping every one would split the history into a run per
+copy and never let it shrink. Leading instructions (the system prompt) are always kept."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..config import PinRule
-from ..messages import INSTRUCTION_ROLES, Unit, group_units, message_text
+from ..messages import INSTRUCTION_ROLES, Unit, group_units, message_digest, message_text
 from .view import ViewItem
 
 
@@ -65,13 +70,27 @@ def _protected(
     """Units kept verbatim by rule (see the module docstring)."""
     protected: set[int] = set()
     users: list[int] = []
+    leading = True
+    newer: set[str] = set()  # mid-conversation instructions met, walking from the end
+    superseded: set[int] = set()
+    for u in range(len(units) - 1, -1, -1):
+        message = view[units[u].start].message
+        if not inserted[u] and message.get("role") in INSTRUCTION_ROLES:
+            digest = message_digest(message)
+            if digest in newer:
+                superseded.add(u)
+            newer.add(digest)
     for u, unit in enumerate(units):
         if inserted[u]:
+            leading = False
             continue
         role = view[unit.start].message.get("role")
         if role in INSTRUCTION_ROLES:
-            protected.add(u)
-        elif role == "user":
+            if leading or u not in superseded:
+                protected.add(u)
+            continue
+        leading = False
+        if role == "user":
             users.append(u)
     if users:
         protected.update((users[0], users[-1]))
