@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -128,3 +130,47 @@ def test_the_banner_keeps_quiet_above_info(capsys: pytest.CaptureFixture[str]) -
     assert "banner line" not in capsys.readouterr().err
     print_banner(Settings(), ["summarizer banner line"])
     assert "banner line" in capsys.readouterr().err
+
+
+def test_test_script_needs_the_test_upstream_and_a_valid_file(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text('[{"tool": "read_file", "arguments": {"path": "a"}}]')
+    alone = CliRunner().invoke(app, ["serve", "--test-script", str(script)])
+    assert alone.exit_code == 2 and "--test-script needs --test-upstream" in alone.output
+    script.write_text('[{"tool": "read_file"}, {"calls": "read_file"}]')
+    bad = CliRunner().invoke(app, ["serve", "--test-upstream", "--test-script", str(script)])
+    assert bad.exit_code == 2, bad.output
+    assert f"error: {script}: step 1: 'calls' must be a non-empty list" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def test_serve_test_upstream_follows_a_test_script(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    steps = [{"tool": "read_file", "arguments": {"path": "a.py"}}, {"text": "all done"}]
+    script.write_text(json.dumps(steps))
+    port = free_port()
+    args = ["serve", "--test-upstream", "--test-script", str(script), "--port", str(port)]
+    process = _serve([*args, "--db", str(tmp_path / "t.db")], tmp_path)
+    tools: list[Any] = [
+        {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}
+    ]
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_serving(process, url)
+        sdk = openai.OpenAI(base_url=f"{url}/v1", api_key="anything", max_retries=0)
+        messages: list[Any] = [{"role": "user", "content": "read a.py"}]
+        # A side call offering no tools (a title generator) leaves the script where it is.
+        title = sdk.chat.completions.create(model="gpt-4o-mini", messages=messages)
+        assert "received 1 messages" in (title.choices[0].message.content or "")
+        reply = sdk.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=tools)
+        [call] = reply.choices[0].message.tool_calls or []
+        assert call.type == "function" and call.function.name == "read_file"
+        assert json.loads(call.function.arguments) == {"path": "a.py"}
+        assert call.id.startswith("call_") and call.id != "call_1"  # tagged: unique per run
+        done = sdk.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=tools)
+        assert done.choices[0].message.content == "all done"
+        after = sdk.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=tools)
+        assert "received 1 messages" in (after.choices[0].message.content or "")
+    finally:
+        _, stderr = _stop(process)
+    assert "following a script of 2 steps" in stderr

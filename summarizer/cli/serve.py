@@ -167,6 +167,18 @@ def serve_command(
             "--context-window is.",
         ),
     ] = False,
+    test_script: Annotated[
+        Path | None,
+        typer.Option(
+            "--test-script",
+            metavar="FILE",
+            help="With --test-upstream: a JSON list of steps the test model takes, one per agent "
+            'request that offers the step\'s tools: {"tool": NAME, "arguments": {...}} (or '
+            '"input": "raw text" for a custom tool), {"calls": [...]} (parallel calls), '
+            '{"text": "..."} (a final answer). Other requests, and all once the script is '
+            "done, get the usual answer. See the README's 'Seeing what happened'.",
+        ),
+    ] = None,
     ui: Annotated[
         bool | None,
         typer.Option(
@@ -205,6 +217,20 @@ def serve_command(
             raise typer.Exit(2)
         db = db or default_db_path().with_name("test-upstream.db")
         context_window = context_window or 16_000
+    elif test_script is not None:
+        typer.echo(
+            "error: --test-script needs --test-upstream (it scripts the test model)", err=True
+        )
+        raise typer.Exit(2)
+    script = None
+    if test_script is not None:
+        from ..testing.tool_script import ToolScriptError, load_tool_script
+
+        try:
+            script = load_tool_script(test_script)
+        except ToolScriptError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
     try:
         settings = Settings.from_env(
             config_file=config,
@@ -238,7 +264,7 @@ def serve_command(
         if test_upstream:
             from .test_upstream_serve import serve_with_test_upstream
 
-            serve_with_test_upstream(settings)
+            serve_with_test_upstream(settings, script=script)
         else:
             run_server(settings)
     except SummarizerError as exc:

@@ -11,7 +11,11 @@ Routes:
 - every other ``/v1/...`` route: passed through unchanged, streaming included (with
   ``[[models]]`` configured, a JSON body's ``model`` chooses the upstream, as on the routes above);
 - ``GET /healthz`` and ``GET /metrics`` (Prometheus text);
-- with ``Settings.ui``, ``GET /ui`` and its JSON API ``/ui/api/...`` (see ``ui``).
+- a WebSocket upgrade, on any path: 426, so a client falls back to HTTP (``websocket_refusal``);
+- with ``Settings.ui``, ``GET /ui`` and its JSON API ``/ui/api/...`` (see ``ui``);
+- anything else, with any method (Gemini's paths among them, ``/v1/models/NAME:generateContent``
+  included, never forwarded): a JSON 404 in the path's API shape; a method a route above does
+  not take: a JSON 405 with ``Allow`` (see ``routing``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from contextlib import asynccontextmanager
 import httpx2
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -41,6 +46,7 @@ from .errors import (
     error_event,
     error_payload,
     error_response,
+    is_gemini_path,
     store_unavailable_response,
     unknown_path,
 )
@@ -58,10 +64,12 @@ from .metrics import CONTENT_TYPE
 from .model_routes import ModelRoute
 from .paths import UnsafePath, upstream_path
 from .responses_compact import responses_compact
-from .responses_request import parse_responses_request
+from .responses_trigger import parse_responses
+from .routing import StrictRoute, UnknownPath, http_error
 from .settings import Settings
 from .state import ProxyState
 from .ui import ui_routes
+from .websocket_refusal import RefuseWebSockets
 
 logger = logging.getLogger("summarizer.proxy")
 
@@ -76,12 +84,12 @@ async def messages(request: Request) -> Response:
 
 
 async def responses(request: Request) -> Response:
-    """``POST /v1/responses`` (OpenAI's Responses API), context-managed like chat completions."""
+    """``POST /v1/responses`` (OpenAI's Responses API), context-managed like chat completions;
+    one ending with a ``compaction_trigger`` item is answered by the proxy
+    (``responses_trigger``)."""
     state: ProxyState = request.app.state.proxy
     chat = state.settings.responses_upstream == "chat"
-    return await serve_managed(
-        request, functools.partial(parse_responses_request, chat_upstream=chat)
-    )
+    return await serve_managed(request, functools.partial(parse_responses, chat_upstream=chat))
 
 
 async def healthz(request: Request) -> Response:
@@ -142,6 +150,8 @@ async def passthrough(request: Request) -> Response:
     ``model`` its JSON body names (``/v1/messages/count_tokens``, ``/v1/embeddings``...), whose
     body is then read before it is sent.
     """
+    if is_gemini_path(request.url.path):  # an OpenAI or Anthropic upstream serves none
+        return unknown_path(request.url.path)
     state: ProxyState = request.app.state.proxy
     settings = state.settings
     try:
@@ -239,11 +249,6 @@ async def _relay(
             )
 
 
-async def not_found(request: Request) -> Response:
-    """Anything outside ``/v1``, ``/healthz`` and ``/metrics`` (and ``/ui`` when enabled)."""
-    return unknown_path(request.url.path)
-
-
 def _route_label(path: str) -> str:
     if path == "/v1/chat/completions":
         return "chat"
@@ -334,28 +339,33 @@ def create_app(
             await state.close()
 
     routes = [
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/messages", messages, methods=["POST"]),
-        Route("/v1/responses", responses, methods=["POST"]),
-        Route("/v1/responses/compact", responses_compact, methods=["POST"]),
-        Route("/v1/summarizer/sessions/{session:path}", session_checkpoints, methods=["GET"]),
+        StrictRoute("/healthz", healthz, methods=["GET"]),
+        StrictRoute("/metrics", metrics, methods=["GET"]),
+        StrictRoute("/v1/chat/completions", chat_completions, methods=["POST"]),
+        StrictRoute("/v1/messages", messages, methods=["POST"]),
+        StrictRoute("/v1/responses", responses, methods=["POST"]),
+        StrictRoute("/v1/responses/compact", responses_compact, methods=["POST"]),
+        StrictRoute("/v1/summarizer/sessions/{session:path}", session_checkpoints, methods=["GET"]),
         *(ui_routes() if settings.ui else ()),
         Route(
             "/v1/{path:path}",
             passthrough,
             methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
         ),
-        Route("/{path:path}", not_found),
+        Route("/{path:path}", UnknownPath()),  # every method
     ]
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={StoreUnavailable: _store_unavailable, Exception: _internal_error},
+        exception_handlers={
+            StoreUnavailable: _store_unavailable,
+            HTTPException: http_error,
+            Exception: _internal_error,
+        },
     )
     app.state.proxy = state
-    # Added first, so it runs inside RequestMetrics: its refusals are counted too.
+    app.add_middleware(RefuseWebSockets)  # innermost: WebSocket upgrades get 426, behind the guard
+    # Added next, so it runs inside RequestMetrics: its refusals are counted too.
     app.add_middleware(RequestGuard, settings=settings, hop_name=state.hop_name)
     app.add_middleware(RequestMetrics, state=state)
     # Outermost: every error written for a request, refusals included, takes its API's shape.

@@ -3,7 +3,10 @@
 - OpenAI (chat completions, Responses, every other route): ``{"error": {"message", "type",
   "param", "code"}}``;
 - Anthropic (``/v1/messages`` and below): ``{"type": "error", "error": {"type", "message"}}``, the
-  type named by status as Anthropic does (``invalid_request_error``, ``rate_limit_error``...).
+  type named by status as Anthropic does (``invalid_request_error``, ``rate_limit_error``...);
+- Google (Gemini's paths, which this proxy does not serve: ``/v1beta/...``, ``/v1alpha/...``,
+  ``/v1/models/NAME:generateContent`` and the other Gemini methods): ``{"error": {"code",
+  "message", "status"}}``, the status named as Google does (``NOT_FOUND``, ``UNAUTHENTICATED``...).
 
 Which one is chosen per request by ``ErrorShape`` (plain ASGI middleware, from the path) through a
 context variable, so every error this proxy writes for a request (a refusal in a middleware, an
@@ -15,13 +18,14 @@ Messages are written here, never copied from a request's headers, so no credenti
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import Any, Literal
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-Shape = Literal["openai", "anthropic"]
+Shape = Literal["openai", "anthropic", "google"]
 
 current_shape: ContextVar[Shape] = ContextVar("summarizer_error_shape", default="openai")
 """The error shape of the request being served."""
@@ -37,9 +41,56 @@ _ANTHROPIC_TYPES = {
 }
 
 
+_GOOGLE_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "UNIMPLEMENTED",
+    409: "ABORTED",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+_GEMINI_VERSIONS = ("v1beta", "v1alpha")
+_GEMINI_METHODS = frozenset(
+    {
+        "generateContent",
+        "streamGenerateContent",
+        "countTokens",
+        "embedContent",
+        "batchEmbedContents",
+        "batchGenerateContent",
+        "predict",
+        "predictLongRunning",
+    }
+)
+
+
+def is_gemini_path(path: str) -> bool:
+    """Whether ``path`` is one of Google's Gemini API: under ``/v1beta`` or ``/v1alpha``, or a
+    Gemini method on a model under ``/v1`` (``/v1/models/NAME:generateContent``; an OpenAI model
+    id with colons, ``ft:...``, is not one)."""
+    first = path.lstrip("/").split("/", 1)[0]
+    if first in _GEMINI_VERSIONS:
+        return True
+    if not path.startswith("/v1/models/"):
+        return False
+    _, colon, method = path.rpartition("/")[2].rpartition(":")
+    return bool(colon) and method in _GEMINI_METHODS
+
+
 def shape_for_path(path: str) -> Shape:
     """The error shape of requests to ``path``."""
-    return "anthropic" if path == "/v1/messages" or path.startswith("/v1/messages/") else "openai"
+    if path == "/v1/messages" or path.startswith("/v1/messages/"):
+        return "anthropic"
+    return "google" if is_gemini_path(path) else "openai"
 
 
 class ErrorShape:
@@ -69,9 +120,13 @@ def error_payload(
     status: int = 400,
 ) -> dict[str, Any]:
     """The error object clients of the current request's API expect."""
-    if current_shape.get() == "anthropic":
+    shape = current_shape.get()
+    if shape == "anthropic":
         kind = type if type in _ANTHROPIC_TYPES.values() else _ANTHROPIC_TYPES.get(status)
         return {"type": "error", "error": {"type": kind or "api_error", "message": message}}
+    if shape == "google":
+        google_status = _GOOGLE_STATUSES.get(status, "UNKNOWN")
+        return {"error": {"code": status, "message": message, "status": google_status}}
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
@@ -93,7 +148,24 @@ def error_response(
 
 def unknown_path(path: str) -> Response:
     """The 404 for a path this proxy does not serve (or serves to no one, as configured)."""
+    if is_gemini_path(path):
+        message = (
+            f"Unknown path {path}: this summarizer proxy serves the OpenAI and Anthropic APIs "
+            "(/v1/chat/completions, /v1/responses, /v1/messages), not Google's Gemini API."
+        )
+        return error_response(404, message, code="not_found")
     return error_response(404, f"Unknown path {path}.", code="not_found")
+
+
+def method_not_allowed(method: str, path: str, allowed: Iterable[str]) -> Response:
+    """The 405 for ``method`` on a route that takes only ``allowed``, with their ``Allow``."""
+    allow = ", ".join(sorted(allowed))
+    return error_response(
+        405,
+        f"Method {method} is not allowed on {path}; use {allow}.",
+        code="method_not_allowed",
+        headers={"Allow": allow},
+    )
 
 
 def store_unavailable_response() -> Response:

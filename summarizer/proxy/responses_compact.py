@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -27,6 +28,50 @@ from .headers import decoded_response_headers
 from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
 from .responses_request import CODEC, ResponsesRequest, parse_responses_request
 from .state import ProxyState
+
+
+@dataclass
+class CompactedInput:
+    """A Responses input compacted now, as far as the configuration allows."""
+
+    items: list[Any]
+    """The input as the upstream would read it from now on (as it was: nothing to compact)."""
+    item: dict[str, Any] | None
+    """summarizer's compaction item standing for ``items``; None when nothing was compacted."""
+    tokens: int
+    """The proxy's estimate of the input's tokens."""
+    checkpoint: str | None
+    headers: dict[str, str]
+    """The exchange's ``x-summarizer-*`` headers."""
+
+
+async def compact_now(state: ProxyState, parsed: ResponsesRequest) -> CompactedInput | Response:
+    """Compact ``parsed``'s input now (everything but what must stay verbatim), or the error
+    answer (an invalid conversation, a failed summary call...). ``parsed`` must be managed
+    (``decoded`` set)."""
+    parsed.compact_threshold = 1  # compact now: everything but what must stay verbatim
+    context = ChatContext(state, parsed, Overhead(state, stream=False))
+    invalid = await context.locate()
+    if invalid is not None:
+        return invalid
+    if context.warning is None:
+        failed = await context.compact(force="manual")
+        if failed is not None:
+            return failed
+    result = context.result
+    items: Any = parsed.body["input"]
+    if result is not None and result.rewritten and parsed.decoded is not None:
+        items = CODEC.encode(parsed.decoded, list(result.messages))["input"]
+    if isinstance(items, str):
+        items = [{"type": "message", "role": "user", "content": items}]
+    item = parsed.announced_item(result) if result is not None and result.compacted else None
+    return CompactedInput(
+        items=list(items),
+        item=item,
+        tokens=result.report.estimated_tokens if result is not None else 0,
+        checkpoint=result.checkpoint_id if result is not None else None,
+        headers=context.headers(),
+    )
 
 
 async def responses_compact(request: Request) -> Response:
@@ -44,41 +89,23 @@ async def responses_compact(request: Request) -> Response:
         return parsed
     if parsed.decoded is None:
         return await _forward(state, parsed)
-    parsed.compact_threshold = 1  # compact now: everything but what must stay verbatim
-    context = ChatContext(state, parsed, Overhead(state, stream=False))
-    invalid = await context.locate()
-    if invalid is not None:
-        return invalid
-    if context.warning is None:
-        failed = await context.compact(force="manual")
-        if failed is not None:
-            return failed
-    result = context.result
-    items: Any = parsed.body["input"]
-    if result is not None and result.rewritten:
-        items = CODEC.encode(parsed.decoded, list(result.messages))["input"]
-    if isinstance(items, str):
-        items = [{"type": "message", "role": "user", "content": items}]
-    output = list(items)
-    if result is not None and result.compacted:
-        announced = parsed.announced_item(result)
-        output = [announced] if announced is not None else output
-    tokens = result.report.estimated_tokens if result is not None else 0
-    checkpoint = result.checkpoint_id if result is not None else None
+    done = await compact_now(state, parsed)
+    if isinstance(done, Response):
+        return done
     body = {
-        "id": f"resp_cmp_{checkpoint or secrets.token_hex(8)}",
+        "id": f"resp_cmp_{done.checkpoint or secrets.token_hex(8)}",
         "object": "response.compaction",
         "created_at": int(time.time()),
-        "output": output,
+        "output": [done.item] if done.item is not None else done.items,
         "usage": {
-            "input_tokens": tokens,
+            "input_tokens": done.tokens,
             "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": 0,
             "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": tokens,
+            "total_tokens": done.tokens,
         },
     }
-    return JSONResponse(body, headers=context.headers())
+    return JSONResponse(body, headers=done.headers)
 
 
 async def _forward(state: ProxyState, parsed: ResponsesRequest) -> Response:

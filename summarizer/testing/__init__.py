@@ -4,7 +4,8 @@ Real sockets on 127.0.0.1, driven by the real ``openai`` and ``anthropic`` SDKs:
 completions, the Responses API (JSON and SSE streaming, ``previous_response_id``, compaction) and
 Anthropic messages (JSON and SSE streaming), with the server's own token and prompt-cache
 accounting (OpenAI's automatic caching; Anthropic's explicit breakpoints), a context window that
-rejects oversized prompts like each API does, scripted replies and injectable faults.
+rejects oversized prompts like each API does, scripted replies, a tool-using script
+(``tool_script``) and injectable faults.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .responders import Reply, Responder, ToolCallSpec, echo_responder, is_summa
 from .server import TestUpstream
 from .state import RecordedRequest
 from .summaries import summary_responder
+from .tool_script import ToolScript, ToolScriptError, load_tool_script
 from .weak import WEAK_KINDS, WeakKind, weak_summary_responder
 
 __all__ = [
@@ -36,6 +38,8 @@ __all__ = [
     "Step",
     "TestUpstream",
     "ToolCallSpec",
+    "ToolScript",
+    "ToolScriptError",
     "WeakKind",
     "anthropic_error_body",
     "cached_tokens_for",
@@ -43,6 +47,7 @@ __all__ = [
     "echo_responder",
     "error_body",
     "is_summary_request",
+    "load_tool_script",
     "messages_prompt",
     "summary_responder",
     "weak_summary_responder",

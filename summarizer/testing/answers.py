@@ -1,7 +1,8 @@
 """A chat completion's answer: the reply cut to the request's limit, and its two wire shapes.
 
 :func:`answer_for` turns a :class:`Reply` into what the completion carries (content cut to
-``max_completion_tokens`` / ``max_tokens``, tool calls with ids, completion tokens counted);
+``max_completion_tokens`` / ``max_tokens``, tool calls with ids, function or custom, completion
+tokens counted);
 :func:`usage_for` is its ``usage``; :func:`completion_body` renders it as one ``chat.completion``
 JSON body and :func:`stream_chunks` as the ``chat.completion.chunk`` events of a stream.
 """
@@ -16,7 +17,14 @@ from typing import Any
 from .responders import Reply
 from .state import UpstreamState
 
-__all__ = ["Answer", "answer_for", "completion_body", "stream_chunks", "usage_for"]
+__all__ = [
+    "Answer",
+    "answer_for",
+    "call_name_and_arguments",
+    "completion_body",
+    "stream_chunks",
+    "usage_for",
+]
 
 
 @dataclass(slots=True)
@@ -46,14 +54,21 @@ def answer_for(upstream: UpstreamState, reply: Reply, limit: int | None) -> Answ
     for spec in calls:
         arguments = spec.arguments_json()
         completion_tokens += counter.text(spec.name) + counter.text(arguments)
-        tool_calls.append(
-            {
-                "id": spec.id or upstream._next_call_id(),
-                "type": "function",
-                "function": {"name": spec.name, "arguments": arguments},
-            }
-        )
+        call_id = spec.id or upstream._next_call_id()
+        if spec.type == "custom":
+            custom = {"name": spec.name, "input": arguments}
+            tool_calls.append({"id": call_id, "type": "custom", "custom": custom})
+        else:
+            function = {"name": spec.name, "arguments": arguments}
+            tool_calls.append({"id": call_id, "type": "function", "function": function})
     return Answer(content, tool_calls, finish_reason, completion_tokens)
+
+
+def call_name_and_arguments(call: dict[str, Any]) -> tuple[str, str]:
+    """A chat ``tool_calls`` entry's tool name and its arguments (a custom call's ``input``)."""
+    if call.get("type") == "custom":
+        return call["custom"]["name"], call["custom"]["input"]
+    return call["function"]["name"], call["function"]["arguments"]
 
 
 def usage_for(prompt_tokens: int, cached_tokens: int, answer: Answer) -> dict[str, Any]:
@@ -141,21 +156,13 @@ def stream_chunks(
     for piece in _pieces(answer.content or "", 4):
         yield chunk({"content": piece})
     for index, call in enumerate(answer.tool_calls):
-        function = call["function"]
-        yield chunk(
-            {
-                "tool_calls": [
-                    {
-                        "index": index,
-                        "id": call["id"],
-                        "type": "function",
-                        "function": {"name": function["name"], "arguments": ""},
-                    }
-                ]
-            }
-        )
-        for piece in _pieces(function["arguments"], 3):
-            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+        kind = call["type"]
+        field = "input" if kind == "custom" else "arguments"
+        name, arguments = call_name_and_arguments(call)
+        start = {"index": index, "id": call["id"], "type": kind, kind: {"name": name, field: ""}}
+        yield chunk({"tool_calls": [start]})
+        for piece in _pieces(arguments, 3):
+            yield chunk({"tool_calls": [{"index": index, kind: {field: piece}}]})
     yield chunk({}, answer.finish_reason)
     if usage is not None:
         final = chunk({})

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from .answers import Answer, _pieces
+from .answers import Answer, _pieces, call_name_and_arguments
 from .messages_cache import CacheUsage
 from .responders import Reply
 from .state import UpstreamState
@@ -40,17 +40,20 @@ def _input_object(arguments: str) -> dict[str, Any]:
 
 def message_blocks(upstream: UpstreamState, reply: Reply, answer: Answer) -> list[dict[str, Any]]:
     """``answer`` as content blocks: its text (if any), then a ``tool_use`` block per call, with
-    the reply's own id or a fresh ``toolu_...`` one."""
+    the reply's own id or a fresh, unique ``toolu_...`` one."""
     blocks: list[dict[str, Any]] = []
     if answer.content:
         blocks.append({"type": "text", "text": answer.content})
     for spec, call in zip(reply.tool_calls, answer.tool_calls, strict=False):
+        name, arguments = call_name_and_arguments(call)
+        # The Messages API has no custom tools: a custom call's raw input goes as {"input": ...}.
+        tool_input = {"input": arguments} if spec.type == "custom" else _input_object(arguments)
         blocks.append(
             {
                 "type": "tool_use",
-                "id": spec.id or upstream._next_id("toolu_test"),
-                "name": call["function"]["name"],
-                "input": _input_object(call["function"]["arguments"]),
+                "id": spec.id or upstream._next_tool_use_id(),
+                "name": name,
+                "input": tool_input,
             }
         )
     return blocks

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, Field
 
@@ -30,14 +30,19 @@ __all__ = [
 
 
 class ToolCallSpec(BaseModel):
-    """One function call the model makes; ``id`` is generated (``call_<n>``) when omitted."""
+    """One tool call the model makes; ``id`` is generated (``call_...``, unique) when omitted.
+
+    ``type="custom"`` is a call of a custom (free-form) tool: ``arguments`` is then its raw
+    ``input`` string (a Responses ``custom_tool_call``, a chat ``custom`` tool call)."""
 
     name: str
     arguments: str | dict[str, Any] = "{}"
     id: str | None = None
+    type: Literal["function", "custom"] = "function"
 
     def arguments_json(self) -> str:
-        """The arguments as the JSON string the Chat Completions API carries."""
+        """The arguments as the JSON string the Chat Completions API carries (a custom call's
+        ``input`` as it is)."""
         if isinstance(self.arguments, str):
             return self.arguments
         return json.dumps(self.arguments, ensure_ascii=False)

@@ -2,7 +2,8 @@
 its ``usage``, and the ``response`` object that carries them.
 
 :func:`output_items` maps the answer to a ``reasoning`` item (only when the request includes
-``reasoning.encrypted_content``), a ``message`` item (its text) and ``function_call`` items;
+``reasoning.encrypted_content``), a ``message`` item (its text) and ``function_call`` items
+(``custom_tool_call`` items for a custom tool's calls);
 :func:`usage_for` is the response's ``usage``; :func:`response_body` is the whole ``Response``,
 ``"incomplete"`` when the answer was cut short. :func:`compaction_output` is what
 ``/v1/responses/compact`` answers: the conversation's user messages and one ``compaction`` item.
@@ -15,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .answers import Answer
+from .answers import Answer, call_name_and_arguments
 from .responses_chat import rendered_item
 from .responses_input import item_type, seal
 from .state import UpstreamState
@@ -58,13 +59,18 @@ def output_items(
             }
         )
     for call in answer.tool_calls:
+        name, arguments = call_name_and_arguments(call)
+        if call["type"] == "custom":
+            kind, item_id, field = "custom_tool_call", upstream._next_id("ctc_"), "input"
+        else:
+            kind, item_id, field = "function_call", upstream._next_id("fc_"), "arguments"
         items.append(
             {
-                "type": "function_call",
-                "id": upstream._next_id("fc_"),
+                "type": kind,
+                "id": item_id,
                 "call_id": call["id"],
-                "name": call["function"]["name"],
-                "arguments": call["function"]["arguments"],
+                "name": name,
+                field: arguments,
                 "status": "completed",
             }
         )

@@ -3,7 +3,8 @@
 ``response.created`` and ``response.in_progress`` (the response, in progress and empty), then for
 each output item ``response.output_item.added``, its content (a message: its text part added,
 its text in ``response.output_text.delta`` pieces, done, the part done; a function call: its
-arguments in ``response.function_call_arguments.delta`` pieces, done) and
+arguments in ``response.function_call_arguments.delta`` pieces, done; a custom tool call: its
+input in ``response.custom_tool_call_input.delta`` pieces, done) and
 ``response.output_item.done``, and last ``response.completed`` (or ``response.incomplete`` for a
 response cut short) carrying the whole response with its usage. Every event has a
 ``sequence_number``; the transport writes each under an ``event:`` line naming its type.
@@ -25,6 +26,7 @@ ARGUMENT_PIECES = 3
 """A function call's arguments are streamed in (at most) this many deltas."""
 
 _Event = Callable[..., dict[str, Any]]
+_CALL_FIELDS = {"function_call": "arguments", "custom_tool_call": "input"}
 
 
 def stream_events(response: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -55,8 +57,8 @@ def _item_events(event: _Event, index: int, item: Mapping[str, Any]) -> Iterator
     kind = item["type"]
     if kind == "message":
         added = {**item, "status": "in_progress", "content": []}
-    elif kind == "function_call":
-        added = {**item, "status": "in_progress", "arguments": ""}
+    elif kind in _CALL_FIELDS:
+        added = {**item, "status": "in_progress", _CALL_FIELDS[kind]: ""}
     else:
         added = {k: v for k, v in item.items() if k != "encrypted_content"}
     yield event("response.output_item.added", output_index=index, item=added)
@@ -72,6 +74,11 @@ def _item_events(event: _Event, index: int, item: Mapping[str, Any]) -> Iterator
             name=item["name"],
             arguments=item["arguments"],
         )
+    elif kind == "custom_tool_call":
+        where = {"item_id": item["id"], "output_index": index}
+        for piece in _pieces(item["input"], ARGUMENT_PIECES):
+            yield event("response.custom_tool_call_input.delta", **where, delta=piece)
+        yield event("response.custom_tool_call_input.done", **where, input=item["input"])
     yield event("response.output_item.done", output_index=index, item=dict(item))
 
 

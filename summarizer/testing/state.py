@@ -128,6 +128,10 @@ class UpstreamState:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._call_ids = itertools.count(1)
+        self.call_id_tag = ""
+        """Put in every generated tool call id after its prefix (``call_``, ``toolu_test``):
+        ``serve --test-upstream`` sets a random one, so ids stay unique across restarts (an
+        agent resuming a session sends the old ones back); empty, ids are deterministic."""
         self._stored: OrderedDict[str, StoredResponse] = OrderedDict()
 
     # scripting
@@ -207,4 +211,7 @@ class UpstreamState:
         return f"{prefix}{next(self._ids):08d}"
 
     def _next_call_id(self) -> str:
-        return f"call_{next(self._call_ids)}"
+        return f"call_{self.call_id_tag}{next(self._call_ids)}"
+
+    def _next_tool_use_id(self) -> str:
+        return self._next_id(f"toolu_test{self.call_id_tag}")

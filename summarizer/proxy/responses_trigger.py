@@ -1,0 +1,105 @@
+"""``POST /v1/responses`` whose ``input`` ends with ``{"type": "compaction_trigger"}``: answered
+by the proxy with one of its own compaction items, for any model.
+
+This is how Codex CLI compacts (its ``remote_compaction_v2``, sent with the header
+``x-codex-beta-features: remote_compaction_v2``): an ordinary Responses request, streamed, whose
+input is the whole conversation plus that last item; it requires exactly one ``compaction`` item
+among the output items (``response.output_item.done``) before ``response.completed``, keeps it in
+its history and sends it back in later inputs. The proxy compacts the input without the trigger as
+``POST /v1/responses/compact`` does (``responses_compact.compact_now``) and answers a Response
+whose ``output`` is that one item: when nothing could be compacted, an item standing for the input
+as it was. The answer is whole or streamed (``response.created``, ``response.in_progress``,
+``response.output_item.added``/``.done``, ``response.completed``) as the request's ``stream``
+says. Its ``usage`` is the proxy's estimate of the input, no output tokens.
+
+A request whose history the provider keeps (``previous_response_id``...) goes upstream as it is,
+trigger included, like any other.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from ..core.codecs.responses_chat import dumps, response_object
+from ..core.codecs.responses_compaction import compaction_item
+from .body import replaced_body
+from .responses_compact import compact_now
+from .responses_request import ResponsesRequest, parse_responses_request
+from .state import ProxyState
+
+TRIGGER = "compaction_trigger"
+"""The type of the input item asking for a compaction."""
+
+
+def ends_with_trigger(body: Any) -> bool:
+    """Whether a request body's ``input`` ends with a ``compaction_trigger`` item."""
+    items = body.get("input") if isinstance(body, dict) else None
+    return (
+        isinstance(items, list)
+        and bool(items)
+        and isinstance(items[-1], dict)
+        and items[-1].get("type") == TRIGGER
+    )
+
+
+def parse_responses(
+    raw: bytes, headers: Any, *, chat_upstream: bool = False
+) -> ResponsesRequest | Response:
+    """``parse_responses_request``, except that a managed request ending with a compaction
+    trigger becomes ``TriggeredCompaction``, the proxy's own answer."""
+    parsed = parse_responses_request(raw, headers, chat_upstream=chat_upstream)
+    if isinstance(parsed, Response) or parsed.decoded is None or not ends_with_trigger(parsed.body):
+        return parsed
+    conversation = parsed.body["input"][:-1]
+    rest = replaced_body(parsed.raw, parsed.body, {"input": conversation})
+    request = parse_responses_request(rest, headers, chat_upstream=chat_upstream)
+    return request if isinstance(request, Response) else TriggeredCompaction(request)
+
+
+class TriggeredCompaction(Response):
+    """The answer to a compaction trigger, as an ASGI response: served, it compacts the request's
+    conversation (``compact_now``) and sends the Response holding the compaction item, or the
+    compaction's error answer."""
+
+    def __init__(self, request: ResponsesRequest) -> None:
+        # Nothing is rendered now: the status and body exist once the compaction is done.
+        self.request = request
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Compact, then send the answer."""
+        state: ProxyState = Request(scope, receive).app.state.proxy
+        answer = await triggered_answer(state, self.request)
+        await answer(scope, receive, send)
+
+
+async def triggered_answer(state: ProxyState, parsed: ResponsesRequest) -> Response:
+    """The Response to a compaction trigger on ``parsed``'s conversation (trigger removed)."""
+    done = await compact_now(state, parsed)
+    if isinstance(done, Response):
+        return done
+    item = done.item or compaction_item("", done.items, done.checkpoint)
+    response_id = f"resp_cmp_{done.checkpoint or secrets.token_hex(8)}"
+    usage = {"prompt_tokens": done.tokens, "completion_tokens": 0}
+    body = response_object(parsed.body, response_id, [item], usage, "stop")
+    headers = done.headers
+    if not parsed.stream:
+        return JSONResponse(body, headers=headers)
+    started = response_object(parsed.body, response_id, [], None, None, in_progress=True)
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": started},
+        {"type": "response.in_progress", "response": started},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": body},
+    ]
+    stream = b"".join(
+        f"event: {event['type']}\ndata: {dumps({**event, 'sequence_number': n})}\n\n".encode()
+        for n, event in enumerate(events)
+    )
+    headers["cache-control"] = "no-cache"
+    return Response(stream, media_type="text/event-stream", headers=headers)
