@@ -46,14 +46,22 @@ class CompactedInput:
 
 
 async def compact_now(state: ProxyState, parsed: ResponsesRequest) -> CompactedInput | Response:
-    """Compact ``parsed``'s input now (everything but what must stay verbatim), or the error
-    answer (an invalid conversation, a failed summary call...). ``parsed`` must be managed
+    """Compact ``parsed``'s input now, as a crossing of the trigger at its present size would,
+    or the error answer (an invalid conversation, a failed summary call...). ``parsed`` must be managed
     (``decoded`` set)."""
-    parsed.compact_threshold = 1  # compact now: everything but what must stay verbatim
     context = ChatContext(state, parsed, Overhead(state, stream=False))
     invalid = await context.locate()
     if invalid is not None:
         return invalid
+    if context.warning is None and context.located is not None:
+        # Compact as if the trigger were crossed at the input's present size: down to the
+        # target in the same proportion, with a summary allowance like any compaction's. (A
+        # trigger of 1 aimed at nothing, squeezing every summary to its floor, where a model's
+        # summary was cut off at its cap and asked for again.)
+        parsed.compact_threshold = max(1, context.located.calibrated_tokens - 1)
+        invalid = await context.locate()
+        if invalid is not None:
+            return invalid
     if context.warning is None:
         failed = await context.compact(force="manual")
         if failed is not None:
