@@ -50,6 +50,10 @@ def test_the_banner_names_everything_an_operator_checks_and_no_secret() -> None:
     fixed = "\n".join(banner_lines(Settings(context_window=32_000, trigger_ratio=0.7)))
     assert "32,000 tokens for every model; compact above 70%" in fixed
     assert "open: any client" in fixed and "each client's own key upstream" in fixed
+    # How to point the coding agents at it, and a window too small for Claude Code named.
+    assert "ANTHROPIC_BASE_URL=http://127.0.0.1:8787 CLAUDE_CODE_MAX_OUTPUT_TOKENS=8000" in text
+    assert 'openai_base_url = "http://127.0.0.1:8787/v1"' in text
+    assert "too small" not in text and "(this 32,000 is too small for it)" in fixed
 
 
 def test_a_redis_store_is_shown_without_its_password() -> None:

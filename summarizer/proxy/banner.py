@@ -81,9 +81,29 @@ def banner_lines(
         f"  store      {store_line(settings)}",
         f"  window     {window_line(settings)}",
         f"  tenancy    {tenancy_line(settings)}",
+        f"  agents     {agents_line(settings, base)}",
         f"  recording  {record}",
         f"  look       {' | '.join(look)}",
     ]
+
+
+CLAUDE_CODE_WINDOW = 64_000
+"""The smallest window Claude Code works in through the proxy, with its reply cap at
+``CLAUDE_CODE_REPLY_CAP``: its tools and system prompt take 11,000 to 24,000 tokens before the
+first turn, and the target (40% of what the reply cap leaves) must stand above them."""
+CLAUDE_CODE_REPLY_CAP = 8_000
+
+
+def agents_line(settings: Settings, base: str) -> str:
+    """How to point the coding agents at the proxy, and whether the window suits Claude Code."""
+    window = settings.compaction.context_window
+    claude = (
+        f"Claude Code: ANTHROPIC_BASE_URL={base} CLAUDE_CODE_MAX_OUTPUT_TOKENS="
+        f"{CLAUDE_CODE_REPLY_CAP}, in a window of {CLAUDE_CODE_WINDOW:,}+ tokens"
+    )
+    if window is not None and window < CLAUDE_CODE_WINDOW:
+        claude += f" (this {window:,} is too small for it)"
+    return f'{claude}; Codex: openai_base_url = "{base}/v1" (README: Coding agents)'
 
 
 def model_lines(settings: Settings) -> list[str]:
