@@ -47,8 +47,8 @@ class CompactedInput:
 
 async def compact_now(state: ProxyState, parsed: ResponsesRequest) -> CompactedInput | Response:
     """Compact ``parsed``'s input now, as a crossing of the trigger at its present size would,
-    or the error answer (an invalid conversation, a failed summary call...). ``parsed`` must be managed
-    (``decoded`` set)."""
+    or the error answer (an invalid conversation, a failed summary call...). ``parsed`` must be
+    managed (``decoded`` set)."""
     context = ChatContext(state, parsed, Overhead(state, stream=False))
     invalid = await context.locate()
     if invalid is not None:
