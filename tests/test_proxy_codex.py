@@ -79,6 +79,11 @@ def test_a_compaction_trigger_gets_exactly_one_compaction_item_and_the_conversat
     # The proxy compacted it itself: only summary requests went upstream, never the trigger.
     sent = upstream.requests[before:]
     assert sent and all(r.is_summary for r in sent)
+    # Compacting now is a compaction like any other: the summary gets the usual allowance (the
+    # 2,000-token cap), never its floor, where a model's summary is cut off and asked again.
+    assert all(r.body["max_output_tokens"] == 2_000 for r in sent), [
+        r.body["max_output_tokens"] for r in sent
+    ]
     assert not any(i.get("type") == "compaction_trigger" for r in sent for i in r.body["input"])
     # Codex's next input: the user messages it retains, the item, the new turn.
     reply = client.responses.create(
