@@ -19,13 +19,11 @@ Run with ``pytest -m real_cli -n 0 -s``; without the CLIs these tests are skippe
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -33,7 +31,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from summarizer.cli.test_upstream_serve import describe_request
@@ -42,6 +39,9 @@ from summarizer.proxy import ProxyServer
 from summarizer.proxy.settings import Settings
 from summarizer.testing import RoutingResponder, TestUpstream
 from summarizer.testing.tool_script import ToolScript, parse_tool_script
+
+from .conftest import wait_until_serving
+from .redis_server import free_port
 
 pytestmark = pytest.mark.real_cli
 
@@ -280,7 +280,7 @@ def test_claude_code_through_serve_test_upstream_with_a_script(tmp_path: Path) -
         text=True,
     )
     try:
-        wait_until_serving(port, serve)
+        wait_until_serving(serve, f"http://127.0.0.1:{port}")
         home = tmp_path / "home"
         home.mkdir()
         base = f"http://127.0.0.1:{port}/v1"
@@ -293,23 +293,6 @@ def test_claude_code_through_serve_test_upstream_with_a_script(tmp_path: Path) -
         output, _ = serve.communicate(timeout=30)
     statuses = re.findall(r'HTTP/1\.1" (\d{3})', output)  # the access log
     assert statuses and set(statuses) == {"200"}, statuses
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until_serving(port: int, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stdout.read() if process.stdout else ""
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return
-        time.sleep(0.1)
-    raise AssertionError("summarizer serve did not start within 30 s")
 
 
 # -- Codex CLI -------------------------------------------------------------------------------
