@@ -202,7 +202,7 @@ def test_the_test_upstream_places_mid_conversation_system_messages_as_the_api_do
             {"role": "assistant", "content": "ok"},
             system,
         ],
-        "messages.1.content.0.type: a system message may only hold text blocks": [
+        "messages.1.content.0.type: Input should be 'text'": [
             {"role": "user", "content": "hi"},
             {"role": "system", "content": [{"type": "image", "source": {}}]},
         ],

@@ -96,9 +96,10 @@ class Session:
     def compactions(self) -> list[CompactionEvent]:
         return [event for kind, event in self.log if kind == "compaction"]
 
-    def check(self, *, reserve: int, trigger: str = "threshold") -> None:
-        """What must hold of any session through the proxy (see the module docstring);
-        ``reserve``: the reply reserve of its requests; ``trigger``: what starts its
+    def check(self, row: str, *, runs: int, reserve: int, trigger: str = "threshold") -> None:
+        """What must hold of any session through the proxy (see the module docstring), and the
+        README's figures for it (the table row whose first cell starts with ``row``, ``runs``
+        runs); ``reserve``: the reply reserve of its requests; ``trigger``: what starts its
         compactions (``"manual"``: the agent asks for each)."""
         assert self.script.finished, f"{self.script.taken} of {len(self.script.steps)} steps"
         requests = self.upstream.requests
@@ -135,6 +136,21 @@ class Session:
             f"({cached:,} of {prompt:,})"
         )
         assert share > 0.5
+        figures = readme_row(row)
+        assert figures[:4] == [runs, len(requests), len(self.compactions), len(summaries)], (
+            f"README's 'Coding agents' table says {figures} for {row!r}"
+        )
+        assert abs(figures[4] - 100 * share) < 1.0, figures
+
+
+def readme_row(first_cell: str) -> list[float]:
+    """The figures of the README's 'Coding agents' table row starting with ``first_cell``."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    for line in readme.splitlines():
+        if line.startswith(f"| {first_cell}"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")][1:]
+            return [float(cell.rstrip("%").replace(",", "")) for cell in cells]
+    raise AssertionError(f"no README table row for {first_cell!r}")
 
 
 @pytest.fixture
@@ -250,7 +266,7 @@ def test_claude_code_runs_tools_and_compacts_through_the_proxy(
     # The tools really ran, in the project, on what the proxy relayed.
     assert (project / "app.py").read_text() == f"def value():\n    return {batches + 1}\n"
     assert all((project / f"note_{n}.md").exists() for n in range(batches))
-    session.check(reserve=REPLY_CAP)
+    session.check("Claude Code", runs=batches, reserve=REPLY_CAP)
 
 
 def test_claude_code_through_serve_test_upstream_with_a_script(tmp_path: Path) -> None:
@@ -421,7 +437,12 @@ def test_codex_runs_tools_and_compacts_through_the_proxy(
         ]
         assert not triggers  # the proxy answered every trigger itself
     # Codex sends no reply cap: the proxy reserves a quarter of the window.
-    session.check(reserve=WINDOW // 4, trigger="manual" if provider == "built-in" else "threshold")
+    session.check(
+        f"Codex 0.169.0, {provider} provider",
+        runs=batches,
+        reserve=WINDOW // 4,
+        trigger="manual" if provider == "built-in" else "threshold",
+    )
 
 
 def test_the_clis_are_the_pinned_versions() -> None:

@@ -141,16 +141,7 @@ def _mid_system_error(
         return None if content else f"{path}.content: must not be empty"
     if not isinstance(content, list) or not content:
         return f"{path}.content: Input should be a non-empty list of text blocks"
-    for number, block in enumerate(content):
-        at = f"{path}.content.{number}"
-        if not isinstance(block, Mapping) or block.get("type") != "text":
-            return f"{at}.type: a system message may only hold text blocks"
-        if not isinstance(block.get("text"), str):
-            return f"{at}.text: Input should be a valid string"
-        error = _cache_control_error(f"{at}.cache_control", block.get("cache_control"))
-        if error is not None:
-            return error
-    return None
+    return _text_blocks_error(f"{path}.content", content)
 
 
 def _system_error(system: Any) -> str | None:
@@ -158,12 +149,19 @@ def _system_error(system: Any) -> str | None:
         return None
     if not isinstance(system, list):
         return "system: Input should be a valid list"
-    for index, block in enumerate(system):
+    return _text_blocks_error("system", system)
+
+
+def _text_blocks_error(path: str, blocks: Sequence[Any]) -> str | None:
+    """Why a list of system text blocks (``system``, or a mid-conversation system message's
+    content) is refused (None: every block is a well-formed text block)."""
+    for index, block in enumerate(blocks):
+        at = f"{path}.{index}"
         if not isinstance(block, Mapping) or block.get("type") != "text":
-            return f"system.{index}.type: Input should be 'text'"
+            return f"{at}.type: Input should be 'text'"
         if not isinstance(block.get("text"), str):
-            return f"system.{index}.text: Input should be a valid string"
-        error = _cache_control_error(f"system.{index}.cache_control", block.get("cache_control"))
+            return f"{at}.text: Input should be a valid string"
+        error = _cache_control_error(f"{at}.cache_control", block.get("cache_control"))
         if error is not None:
             return error
     return None
