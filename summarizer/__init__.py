@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "BadCompactionItem": "core.codecs.responses_compaction",
     "BudgetExceeded": "core.errors",
     "Checkpoint": "core.checkpoints",
     "CompactionConfig": "core.config",
@@ -50,6 +51,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "BadCompactionItem",
     "BudgetExceeded",
     "Checkpoint",
     "CompactionConfig",
@@ -81,6 +83,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .core.checkpoints import Checkpoint
+    from .core.codecs.responses_compaction import BadCompactionItem
     from .core.config import CompactionConfig, PinRule
     from .core.errors import (
         BudgetExceeded,

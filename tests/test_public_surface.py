@@ -17,6 +17,7 @@ from summarizer.core import errors
 # them): the pin covers where a name comes from as well as that it is public.
 PUBLIC_BY_MODULE = {
     "summarizer.core.checkpoints": ["Checkpoint"],
+    "summarizer.core.codecs.responses_compaction": ["BadCompactionItem"],
     "summarizer.core.config": ["CompactionConfig", "PinRule"],
     "summarizer.core.errors": [
         "BudgetExceeded",

@@ -8,6 +8,8 @@
     │   └── ReplyReserveTooLarge    the reply reserve leaves nothing of the window
     ├── TokenizerUnavailable        no tiktoken encoding file can be found offline
     ├── InvalidConversation         not a valid Chat Completions conversation (ValueError)
+    │   └── BadCompactionItem       a Responses compaction item altered, unsigned or another
+    │                               key's (``core.codecs.responses_compaction``)
     ├── HistoryNotInRequest         the conversation lives at the provider, not in the request
     ├── BudgetExceeded              even the parts that must be kept do not fit the window
     ├── SummaryFailed               the model could not produce a usable summary

@@ -19,25 +19,21 @@ from typing import Any
 
 import orjson
 
+from ..core.bounded_json import MAX_JSON_DEPTH, NestingTooDeep, deeper_than
+
 _USAGE_OPTION = b'"stream_options":{"include_usage":true},'
-
-
-MAX_JSON_DEPTH = 128
-"""Deepest nesting of arrays and objects accepted in a request body.
-
-Far beyond any real request (OpenAI's structured-output schemas stop at 10 levels), and far
-enough below Python's recursion limit that nothing recursive the proxy, the stdlib ``json``,
-pydantic or the openai SDK does with a message can overflow it.
-"""
-
-
-class NestingTooDeep(ValueError):
-    """A body nests arrays and objects deeper than ``MAX_JSON_DEPTH``."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            f"The request body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep."
-        )
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "NestingTooDeep",
+    "deeper_than",
+    "json_object",
+    "kept_lead",
+    "outgoing_body",
+    "parse_body",
+    "parse_body_noting",
+    "replaced_body",
+    "wants_usage",
+]
 
 
 def json_object(content: bytes, *, exact: bool = False) -> dict[str, Any] | None:
@@ -115,23 +111,6 @@ def _replace_lone_surrogates(value: Any) -> None:
                         )
             elif type(child) is dict or type(child) is list:
                 stack.append(child)
-
-
-def deeper_than(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests containers more than ``limit`` levels (without recursing)."""
-    if type(value) is not dict and type(value) is not list:
-        return False
-    stack = [(value, 1)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        item, depth = pop()
-        if depth > limit:
-            return True
-        for child in item.values() if type(item) is dict else item:
-            kind = type(child)
-            if kind is dict or kind is list:
-                push((child, depth + 1))
-    return False
 
 
 def _dumps(value: Any) -> bytes:

@@ -92,7 +92,7 @@ async def responses_compact(request: Request) -> Response:
         return unread_body_response(
             request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
         )
-    parsed = parse_responses_request(raw, request.headers)
+    parsed = parse_responses_request(raw, request.headers, key=state.compaction_key)
     if isinstance(parsed, Response):
         return parsed
     if parsed.decoded is None:

@@ -19,7 +19,11 @@ from starlette.responses import Response
 from ..core.codecs.responses import ResponsesCodec, ResponsesDecoded, history_at_provider
 from ..core.codecs.responses_chat import chat_request, dumps, response_from_completion
 from ..core.codecs.responses_chat_stream import ChatStreamTranslator
-from ..core.codecs.responses_compaction import compaction_item, expand
+from ..core.codecs.responses_compaction import (
+    BadCompactionItem,
+    compaction_item,
+    expand,
+)
 from ..core.effects import Turn
 from ..core.errors import HistoryNotInRequest, InvalidConversation
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
@@ -71,6 +75,8 @@ class ResponsesRequest(ParsedRequest):
     unmanaged: str | None = None
     compact_threshold: int | None = None
     """``context_management``'s compaction threshold, when the client asked for compaction."""
+    compaction_key: bytes = b""
+    """The server's secret its compaction items are signed with (``ProxyState.compaction_key``)."""
 
     def turn(self) -> Turn:
         """The request as the engine sees it (``max_output_tokens`` is the reply's reserve)."""
@@ -148,7 +154,13 @@ class ResponsesRequest(ParsedRequest):
         summary = next((m for m in written if m.get("role") == "user"), None)
         text = summary.get("content") if summary is not None else None
         readable = text if isinstance(text, str) else ""
-        return compaction_item(readable, compacted, result.checkpoint_id)
+        return self.sealed(readable, compacted, result.checkpoint_id)
+
+    def sealed(self, summary: str, kept: list[Any], checkpoint_id: str | None) -> dict[str, Any]:
+        """A compaction item for ``kept``, signed for this request's namespace."""
+        return compaction_item(
+            summary, kept, checkpoint_id, key=self.compaction_key, namespace=self.namespace
+        )
 
     def rewrite_answer(self, answer: dict[str, Any], result: PrepareResult | None) -> bool:
         """Put the announced compaction item first in a whole answer's ``output``; whether
@@ -208,9 +220,10 @@ def responses_summary_outcome(content: bytes, latency: float) -> SummaryOutcome:
 
 
 def parse_responses_request(
-    raw: bytes, headers: Any, *, chat_upstream: bool = False
+    raw: bytes, headers: Any, *, key: bytes, chat_upstream: bool = False
 ) -> ResponsesRequest | Response:
     """The request, or the 400 saying what is wrong with it (OpenAI's error shape).
+    ``key``: the server's secret compaction items are signed and verified with;
     ``chat_upstream``: the upstream speaks chat completions only (a translated request)."""
     body = json_object_body(raw)
     if isinstance(body, Response):
@@ -231,12 +244,12 @@ def parse_responses_request(
     threshold = compaction_threshold(body.get("context_management"))
     if isinstance(body.get("input"), list):
         try:
-            expanded = expand(body["input"])
-        except InvalidConversation as exc:
-            return error_response(400, str(exc), param=exc.param, code="invalid_value")
+            expanded = expand(body["input"], key=key, namespace=who[0])
+        except BadCompactionItem as exc:
+            return error_response(400, str(exc), param=exc.param, code=exc.code)
         if expanded is not None:  # what the upstream reads; the client's bytes cannot go
-            raw = replaced_body(raw, body, {"input": expanded})
-            body = {**body, "input": expanded}
+            raw = replaced_body(raw, body, {"input": expanded.items})
+            body = {**body, "input": expanded.items}
     if history_at_provider(body):
         unmanaged = next(
             (key for key in ("previous_response_id", "conversation") if body.get(key)),
@@ -269,6 +282,7 @@ def parse_responses_request(
         decoded=decoded,
         unmanaged=unmanaged,
         compact_threshold=threshold,
+        compaction_key=key,
         **extra,
     )
 

@@ -26,7 +26,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from ..core.codecs.responses_chat import dumps, response_object
-from ..core.codecs.responses_compaction import compaction_item
 from .body import replaced_body
 from .responses_compact import compact_now
 from .responses_request import ResponsesRequest, parse_responses_request
@@ -48,17 +47,20 @@ def ends_with_trigger(body: Any) -> bool:
 
 
 def parse_responses(
-    raw: bytes, headers: Any, *, chat_upstream: bool = False
+    raw: bytes, headers: Any, *, key: bytes, chat_upstream: bool = False
 ) -> ResponsesRequest | Response:
     """``parse_responses_request``, except that a managed request ending with a compaction
     trigger becomes ``TriggeredCompaction``, the proxy's own answer."""
-    parsed = parse_responses_request(raw, headers, chat_upstream=chat_upstream)
+    parsed = parse_responses_request(raw, headers, key=key, chat_upstream=chat_upstream)
     if isinstance(parsed, Response) or parsed.decoded is None or not ends_with_trigger(parsed.body):
         return parsed
     conversation = parsed.body["input"][:-1]
     rest = replaced_body(parsed.raw, parsed.body, {"input": conversation})
-    request = parse_responses_request(rest, headers, chat_upstream=chat_upstream)
-    return request if isinstance(request, Response) else TriggeredCompaction(request)
+    # The input is expanded already: it holds no compaction item of ours to read again.
+    request = parse_responses_request(rest, headers, key=key, chat_upstream=chat_upstream)
+    if isinstance(request, Response):
+        return request
+    return TriggeredCompaction(request)
 
 
 class TriggeredCompaction(Response):
@@ -82,7 +84,7 @@ async def triggered_answer(state: ProxyState, parsed: ResponsesRequest) -> Respo
     done = await compact_now(state, parsed)
     if isinstance(done, Response):
         return done
-    item = done.item or compaction_item("", done.items, done.checkpoint)
+    item = done.item or parsed.sealed("", done.items, done.checkpoint)
     response_id = f"resp_cmp_{done.checkpoint or secrets.token_hex(8)}"
     usage = {"prompt_tokens": done.tokens, "completion_tokens": 0}
     body = response_object(parsed.body, response_id, [item], usage, "stop")

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from ..core.results import CompactionEvent, SummarizeCall, SummaryOutcome
 from ..library.manager import ContextManager
 from ..library.upstream import AsyncOpenAISummaryClient
-from ..stores import ActivityLog, Store, open_store
+from ..stores import ActivityLog, SecretKeeper, Store, open_store
 from ..stores.memory import MemoryStore
 from ..stores.sqlite import SQLiteStore
 from .activity_writer import ActivityWriter
@@ -60,6 +60,13 @@ class ProxyState:
         self._on_compaction = on_compaction
         self._owns_store = store is None
         self.store = store if store is not None else open_store(settings.store_spec())
+        self.compaction_key = (
+            self.store.compaction_secret()
+            if isinstance(self.store, SecretKeeper)
+            else secrets.token_bytes(32)
+        )
+        """The secret compaction items are signed with, read once: the store's, which every
+        replica sharing it reads alike (a store that keeps none: this process's own)."""
         self.routes = RouteTable(
             settings,
             lambda config: ContextManager(

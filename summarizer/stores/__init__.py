@@ -28,7 +28,7 @@ import os
 
 from ..core.checkpoints import prefix_candidates
 from ..core.errors import ConfigurationError
-from .base import ActivityLog, Store
+from .base import ActivityLog, SecretKeeper, Store
 from .memory import MemoryStore
 from .redis import RedisStore
 from .sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
@@ -40,6 +40,7 @@ __all__ = [
     "MemoryStore",
     "RedisStore",
     "SQLiteStore",
+    "SecretKeeper",
     "Store",
     "open_store",
     "prefix_candidates",

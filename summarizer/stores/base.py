@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -101,6 +102,25 @@ class Store(Protocol):
     ) -> None:
         """Close the store."""
         ...
+
+
+COMPACTION_SECRET = "compaction-hmac"
+"""The name of the secret summarizer's compaction items are signed with."""
+
+
+@runtime_checkable
+class SecretKeeper(Protocol):
+    """A store that keeps the server's secrets, the same for every process sharing it."""
+
+    def compaction_secret(self) -> bytes:
+        """The secret compaction items are signed with: created on first use (by whichever
+        process asks first), then the same for every process and every restart."""
+        ...
+
+
+def new_secret() -> bytes:
+    """A fresh random secret (32 bytes)."""
+    return secrets.token_bytes(32)
 
 
 @runtime_checkable

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from ..core.activity import Recording, RequestRecord, SessionRow, roll_up
 from ..core.checkpoints import Checkpoint
 from ..core.errors import LeaseLost
-from .base import _Closable, _fold, _grant, _reported_update, _Row
+from .base import _Closable, _fold, _grant, _reported_update, _Row, new_secret
 
 MAX_MEMORY_RECORDS = 100_000
 """Request records a ``MemoryStore`` keeps (the oldest are dropped first)."""
@@ -39,6 +39,11 @@ class MemoryStore(_Closable):
         self._calibration: dict[tuple[str, str], tuple[float, float]] = {}
         self._requests: deque[RequestRecord] = deque(maxlen=MAX_MEMORY_RECORDS)
         self._recordings: dict[tuple[str, str], Recording] = {}
+        self._secret = new_secret()
+
+    def compaction_secret(self) -> bytes:
+        """The secret compaction items are signed with: random, this process's own."""
+        return self._secret
 
     def put(self, checkpoint: Checkpoint, *, fence: int | None = None) -> None:
         """Save ``checkpoint``; saving the same (namespace, id) again replaces it (``LeaseLost``

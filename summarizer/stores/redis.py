@@ -12,6 +12,7 @@ model URL-quoted so no value can reach into another's key:
 - ``lease:{ns}:{session}`` (the holder, expiring on the server's clock) and
   ``fence:{ns}:{session}`` (its fencing token, kept forever);
 - ``cal:{ns}:{model}``: shared calibration sums, dropped after 30 days without an observation;
+- ``secret:{name}``: the server's secrets (hex), written once with ``SET NX`` so replicas agree;
 - the activity log (``redis_activity``).
 
 Checkpoint writes, lease grants and calibration folds are Lua scripts (``redis_scripts``): one
@@ -29,7 +30,7 @@ from urllib.parse import quote, urlsplit
 from ..core.checkpoints import Checkpoint
 from ..core.errors import ConfigurationError, LeaseLost, StoreUnavailable
 from . import redis_scripts as lua
-from .base import _batches, _Closable, _reported_update, _Row
+from .base import COMPACTION_SECRET, _batches, _Closable, _reported_update, _Row, new_secret
 from .redis_activity import RedisActivity
 
 DEFAULT_PREFIX = "summarizer:"
@@ -261,6 +262,17 @@ class RedisStore(RedisActivity, _Closable):
         if sums[0] is None or sums[1] is None:
             return None
         return (float(sums[0]), float(sums[1]))
+
+    # -- secrets ------------------------------------------------------------------------------
+
+    def compaction_secret(self) -> bytes:
+        """The secret compaction items are signed with: the first replica to ask sets it (``SET
+        NX``), every replica reads the same one after."""
+        key = self._key("secret", COMPACTION_SECRET)
+        with self._guard():
+            self._redis.set(key, new_secret().hex(), nx=True)
+            value = self._redis.get(key)
+        return bytes.fromhex(value)
 
     def close(self) -> None:
         """Close the connection pool; later calls raise ``ValueError``. Twice is harmless."""

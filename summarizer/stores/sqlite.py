@@ -12,7 +12,16 @@ from pathlib import Path
 
 from ..core.checkpoints import Checkpoint
 from ..core.errors import ConfigurationError, LeaseLost
-from .base import _batches, _Closable, _fold, _grant, _reported_update, _Row
+from .base import (
+    COMPACTION_SECRET,
+    _batches,
+    _Closable,
+    _fold,
+    _grant,
+    _reported_update,
+    _Row,
+    new_secret,
+)
 from .sqlite_activity import ACTIVITY_MIGRATION, SQLiteActivity
 
 # Migration ``i`` brings the schema from version ``i`` to ``i + 1`` (``PRAGMA user_version``).
@@ -70,6 +79,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 4: the server's secrets every process shares (the key compaction items are signed with).
+    ("CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 """The schema version this code writes; a database with a higher one is refused."""
@@ -353,6 +364,21 @@ class SQLiteStore(SQLiteActivity, _Closable):
                 (namespace, model),
             ).fetchone()
         return None if row is None else (float(row[0]), float(row[1]))
+
+    def compaction_secret(self) -> bytes:
+        """The secret compaction items are signed with: made once per database (the first
+        process to ask writes it, in a write transaction), the same for every process after."""
+        with self._lock:
+            self._check_open()
+            with self._transaction():
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO secrets (name, value) VALUES (?, ?)",
+                    (COMPACTION_SECRET, new_secret()),
+                )
+                (value,) = self._conn.execute(
+                    "SELECT value FROM secrets WHERE name = ?", (COMPACTION_SECRET,)
+                ).fetchone()
+        return bytes(value)
 
     def close(self) -> None:
         """Close the connection; later calls raise ``ValueError``. Closing twice is harmless."""

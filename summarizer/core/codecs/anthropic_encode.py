@@ -9,10 +9,10 @@ block, a shortened tool result replaces its block in its own turn.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..bounded_json import loads_bounded
 from ..messages import Message
 from . import OPAQUE_KEY, Decoded
 
@@ -140,8 +140,8 @@ def _new_message(message: Message) -> dict[str, Any]:
     for call in message.get("tool_calls") or ():
         function = call.get("function", {})
         try:
-            arguments = json.loads(function.get("arguments") or "{}")
-        except ValueError:
+            arguments = loads_bounded(function.get("arguments") or "{}")
+        except ValueError:  # not JSON, or nested past the body's limits
             arguments = {"arguments": function.get("arguments")}
         blocks.append(
             {

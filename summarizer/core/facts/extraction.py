@@ -4,13 +4,13 @@ Precision over recall: long whitespace-free runs are skipped."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
+from ..bounded_json import loads_bounded
 from ..messages import message_text
 from .commands import prompt_command, shell_commands, span_command
 from .errors import _LINE_HEAD, _bound, _error_line, error_codes, failed_test
@@ -193,8 +193,8 @@ def _message_facts(message: Mapping[str, Any]) -> list[Fact]:
     base = len(content) + 1
     for arguments in _calls(message):
         try:
-            decoded = json.loads(arguments) if isinstance(arguments, str) else arguments
-        except (ValueError, RecursionError):
+            decoded = loads_bounded(arguments) if isinstance(arguments, str) else arguments
+        except ValueError:  # not JSON, or nested past the body's limits: read as text
             decoded = arguments
         if isinstance(decoded, Mapping):
             for key in _COMMAND_KEYS:
