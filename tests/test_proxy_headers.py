@@ -11,6 +11,7 @@ from summarizer.proxy.headers import (
     HOP_BY_HOP,
     credential,
     credential_namespace,
+    invalid_authorization,
     request_headers,
     response_headers,
 )
@@ -145,8 +146,23 @@ def test_credential_from_raw_api_key_headers() -> None:
     assert credential({"x-api-key": " anthropic-key "}) == "anthropic-key"
 
 
-def test_credential_non_bearer_authorization_is_kept_whole() -> None:
-    assert credential({"authorization": "Basic dXNlcjpwYXNz"}) == "Basic dXNlcjpwYXNz"
+@pytest.mark.parametrize(
+    "value", ["sk-abc123456789", "Basic dXNlcjpwYXNz", "Bearer", "Bearer   ", "Token sk-abc123"]
+)
+def test_only_a_bearer_authorization_is_a_credential(value: str) -> None:
+    # README: a key is taken as ``Authorization: Bearer KEY``, ``api-key`` or ``x-api-key``.
+    assert credential({"authorization": value}) is None
+    assert credential({"authorization": value, "x-api-key": "second"}) == "second"
+    refusal = invalid_authorization({"authorization": value})
+    assert refusal is not None and refusal.status_code == 401
+    assert value.strip() not in bytes(refusal.body).decode() or value.strip() == "Bearer"
+
+
+def test_a_bearer_or_missing_authorization_is_not_refused() -> None:
+    assert invalid_authorization({"authorization": "Bearer sk-abc123"}) is None
+    assert invalid_authorization({"authorization": "bearer  sk-abc123 "}) is None
+    assert invalid_authorization({"authorization": ""}) is None
+    assert invalid_authorization({"x-api-key": "anything"}) is None
 
 
 def test_credential_authorization_wins_over_api_key_headers() -> None:

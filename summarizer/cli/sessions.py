@@ -23,6 +23,7 @@ from ..core.activity import Recording, SessionRow, namespace_label, redact
 from ..core.session_view import SessionView, row_json, view_json
 from ..stores import ActivityLog, Store
 from ..stores.session_views import load_session_view
+from .printable import printable
 
 StoreOption = Annotated[
     str | None,
@@ -56,18 +57,21 @@ def opened(given: str | None) -> Iterator[Any]:
     spec = store_spec(given)
     if "://" not in spec and spec != ":memory:" and not Path(spec).expanduser().exists():
         typer.echo(
-            f"error: no store at {spec} (the proxy has not run with it yet; pass --store PATH|URL)",
+            printable(
+                f"error: no store at {spec} (the proxy has not run with it yet; "
+                "pass --store PATH|URL)"
+            ),
             err=True,
         )
         raise typer.Exit(1)
     try:
         store: Store = open_store(spec)
     except (SummarizerError, OSError) as exc:
-        typer.echo(f"error: cannot open the store {spec}: {exc}", err=True)
+        typer.echo(printable(f"error: cannot open the store {spec}: {exc}"), err=True)
         raise typer.Exit(1) from exc
     try:
         if not isinstance(store, ActivityLog):
-            typer.echo(f"error: the store {spec} keeps no activity log", err=True)
+            typer.echo(printable(f"error: the store {spec} keeps no activity log"), err=True)
             raise typer.Exit(1)
         yield store
     finally:
@@ -119,7 +123,7 @@ def sessions_command(
             typer.echo(json.dumps(row_json(row)))
         return
     if not rows:
-        typer.echo("no sessions" + (f" since {since}" if since else ""))
+        typer.echo("no sessions" + (f" since {printable(since)}" if since else ""))
         return
     header = (
         "session",
@@ -133,9 +137,9 @@ def sessions_command(
     )
     table = [
         (
-            row.session,
+            printable(row.session),
             row.label,
-            row.model,
+            printable(row.model),
             str(row.requests),
             str(row.compactions),
             f"{row.tokens_now:,}/{row.tokens_peak:,}/{row.window:,}",
@@ -168,7 +172,7 @@ def show_command(
     with opened(store) as log:
         views = _views(log, session)
     if not views:
-        typer.echo(f"error: no session {session!r} in this store", err=True)
+        typer.echo(f"error: no session {printable(repr(session))} in this store", err=True)
         raise typer.Exit(1)
     if as_json:
         for view in views:
@@ -180,10 +184,11 @@ def show_command(
 
 def _print_view(view: SessionView) -> None:
     row = view.row
-    typer.echo(f"session {view.session}  ({namespace_label(view.namespace)})")
+    typer.echo(f"session {printable(view.session)}  ({namespace_label(view.namespace)})")
     if row is not None:
         typer.echo(
-            f"  {row.requests} requests, {row.compactions} compactions, model {row.model}; "
+            f"  {row.requests} requests, {row.compactions} compactions, "
+            f"model {printable(row.model)}; "
             f"tokens now {row.tokens_now:,}, peak {row.tokens_peak:,}, window {row.window:,}; "
             f"cached {_share(row)}; {_when(row.first_seen)} to {_when(row.last_seen)} UTC"
         )
@@ -196,23 +201,26 @@ def _print_view(view: SessionView) -> None:
             latency += " waited: drafted ahead of time"
         typer.echo("")
         typer.echo(
-            f"compaction {number} at {_when(compaction.created_at)} UTC ({compaction.trigger}"
-            f"{latency}): {compaction.tokens_before:,} -> {compaction.tokens_after:,} tokens, "
-            f"score {score}, summary by {compaction.summary_model}"
-            + (f", FAILED: {compaction.failure}" if compaction.failure else "")
+            f"compaction {number} at {_when(compaction.created_at)} UTC "
+            f"({printable(compaction.trigger)}{latency}): {compaction.tokens_before:,} -> "
+            f"{compaction.tokens_after:,} tokens, score {score}, "
+            f"summary by {printable(compaction.summary_model)}"
+            + (f", FAILED: {printable(compaction.failure)}" if compaction.failure else "")
         )
         for summary in compaction.summaries:
             typer.echo(f"  summary of messages {summary.start}-{summary.end - 1}:")
-            for line in (summary.summary or "(mechanical fallback)").splitlines():
-                typer.echo(f"    | {line}")
+            # Lines end at a newline only: a lone carriage return is shown, never obeyed.
+            for line in (summary.summary or "(mechanical fallback)").split("\n"):
+                typer.echo(f"    | {printable(line.removesuffix(chr(13)), lines=True)}")
             if summary.ledger:
                 typer.echo(f"  ledger ({len(summary.ledger)} facts):")
                 for fact in summary.ledger:
-                    typer.echo(f"    - [{fact.get('kind', '?')}] {fact.get('text', '')}")
+                    kind, text = fact.get("kind", "?"), fact.get("text", "")
+                    typer.echo(f"    - [{printable(kind)}] {printable(text)}")
             if summary.missed:
                 typer.echo(f"  missed by the summary ({len(summary.missed)}, kept in the ledger):")
                 for text in summary.missed:
-                    typer.echo(f"    - {text}")
+                    typer.echo(f"    - {printable(text)}")
     if not view.recorded:
         typer.echo("")
         typer.echo("  (conversation not recorded: run the proxy with --record to keep it)")

@@ -9,11 +9,23 @@ with known secrets redacted first (``redact``).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from .redaction import REDACTED, redact
+
+__all__ = [
+    "ANONYMOUS_LABEL",
+    "REDACTED",
+    "Recording",
+    "RequestRecord",
+    "SessionRow",
+    "namespace_label",
+    "redact",
+    "roll_up",
+]
 
 ANONYMOUS_LABEL = "keyless"
 
@@ -142,36 +154,3 @@ def roll_up(records: Iterable[RequestRecord]) -> list[SessionRow]:
             }
         )
     return sorted(rows.values(), key=lambda row: row.last_seen, reverse=True)
-
-
-# Shapes of common credentials: provider keys, bearer tokens, AWS access keys, private keys.
-_SECRET_SHAPES = re.compile(
-    r"(?:sk|pk|rk)-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}"
-    r"|\bBearer\s+[A-Za-z0-9._~+/\-]{16,}=*"
-    r"|\bAKIA[0-9A-Z]{16}\b"
-    r"|\bgh[pousr]_[A-Za-z0-9]{30,}\b"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
-)
-REDACTED = "[REDACTED]"
-
-
-def redact(value: Any, secrets: Sequence[str] = ()) -> Any:
-    """``value`` (JSON-like) with every string's ``secrets`` and credential-shaped substrings
-    replaced by ``[REDACTED]``; other values are returned as they are."""
-    known = sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True)
-
-    def clean(text: str) -> str:
-        for secret in known:
-            text = text.replace(secret, REDACTED)
-        return _SECRET_SHAPES.sub(REDACTED, text)
-
-    def walk(item: Any) -> Any:
-        if isinstance(item, str):
-            return clean(item)
-        if isinstance(item, dict):
-            return {key: walk(inner) for key, inner in item.items()}
-        if isinstance(item, list):
-            return [walk(inner) for inner in item]
-        return item
-
-    return walk(value)

@@ -28,6 +28,7 @@ from .records import (
     cut_final_turn,
     log_compaction,
 )
+from .redaction import redact_checkpoint
 from .results import CompactionEvent, PrepareResult, Trigger
 from .runs import summarize_runs
 from .summaries import FRAME_TOKENS, RunSummary
@@ -143,6 +144,9 @@ def draft_compaction(
         summary_model=config.summary_model,
         masks=masking.masks,
     )
+    # Keys never reach a checkpoint: redacted before this request is rewritten from it, so it
+    # and every later request rewritten from the stored one carry the same bytes.
+    checkpoint = redact_checkpoint(checkpoint, located.secrets)
     new_view, tokens_after_raw = located.view_under(checkpoint)
     if plan.final_cuts and tokens_after_raw > int(limit / ratio):
         # Only now is the summaries' real size known: cut the final turn as far as needed.
@@ -155,6 +159,7 @@ def draft_compaction(
             limit=int(limit / ratio),
             marker=engine.prompts.truncated_output,
         )
+        checkpoint = redact_checkpoint(checkpoint, located.secrets)
         new_view, tokens_after_raw = located.view_under(checkpoint)
     tokens_after = engine.calibration.apply(located.model, tokens_after_raw, located.namespace)
     if tokens_after > limit:

@@ -43,6 +43,9 @@ class Turn:
     compact_threshold: int | None = None
     """A client's own trigger for this request (the Responses API's ``context_management``
     ``compact_threshold``): compaction is due past it even below the configured trigger."""
+    secrets: Sequence[str] = field(default=(), repr=False)
+    """Keys to keep out of the checkpoints this turn writes (the request's own credential, the
+    server's upstream keys): redacted there, with credential-shaped strings (``redaction``)."""
 
 
 @dataclass(frozen=True, slots=True)

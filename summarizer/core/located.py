@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .checkpoints import Checkpoint, Slot
@@ -40,6 +40,8 @@ class Located:
     calibrated_tokens: int
     generation: int | None
     """The store's generation when the checkpoint was looked up (None: unknown)."""
+    secrets: Sequence[str] = field(default=(), repr=False)
+    """The turn's ``secrets``: redacted from any checkpoint drafted for it."""
 
     @property
     def checkpoint_id(self) -> str | None:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from .activity import Recording, RequestRecord, SessionRow, namespace_label, roll_up
 from .checkpoints import Checkpoint, Slot
 from .facts import Fact, score_summary
+from .redaction import redact, redact_slot
 
 
 class SummaryView(BaseModel):
@@ -99,7 +100,7 @@ def session_view(
                 latency_s=latency.get(checkpoint.id),
                 ahead=checkpoint.id in ahead,
                 score=checkpoint.score,
-                failure=checkpoint.failure,
+                failure=redact(checkpoint.failure),
                 summaries=[_summary_view(slot, messages) for slot in new],
             )
         )
@@ -113,7 +114,10 @@ def session_view(
     )
 
 
-def _summary_view(slot: Slot, messages: list[dict[str, Any]] | None) -> SummaryView:
+def _summary_view(stored: Slot, messages: list[dict[str, Any]] | None) -> SummaryView:
+    # A checkpoint written before keys were kept out of them is shown redacted all the same
+    # (credential-shaped strings: the keys themselves are not known here).
+    slot = redact_slot(stored)
     facts = [fact for entry in slot.ledger if (fact := _fact(entry)) is not None]
     missed = score_summary(slot.summary, facts).missed if slot.summary else facts
     return SummaryView(

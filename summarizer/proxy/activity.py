@@ -15,7 +15,6 @@ from starlette.responses import Response
 
 from ..core.activity import Recording, RequestRecord, redact
 from .chat_context import ChatContext
-from .headers import credential
 from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")
@@ -31,7 +30,7 @@ def request_record(context: ChatContext, *, status: int, started: float) -> Requ
         namespace=result.namespace,
         session=result.session,
         at=started,
-        model=located.model,
+        model=redact(located.model, context.secrets),
         api=getattr(context.chat, "front_door", "chat"),
         tokens_before=event.tokens_before if event is not None else located.calibrated_tokens,
         tokens_sent=result.report.estimated_tokens,
@@ -75,10 +74,7 @@ def note_request(state: ProxyState, context: ChatContext, *, status: int, starte
 def _recording(state: ProxyState, context: ChatContext) -> Callable[[], Recording]:
     """Builds the session's recording (redaction runs in the worker thread)."""
     turn = context.chat.turn()
-    key = context.route.api_key
-    secrets = [
-        s for s in (credential(context.chat.headers), key.get_secret_value() if key else None) if s
-    ]
+    secrets = context.secrets
     result = context.result
     assert result is not None
 
@@ -86,7 +82,7 @@ def _recording(state: ProxyState, context: ChatContext) -> Callable[[], Recordin
         return Recording(
             namespace=result.namespace,
             session=result.session,
-            model=turn.model,
+            model=redact(turn.model, secrets),
             at=time.time(),
             messages=redact(list(turn.messages), secrets),
             tools=redact(list(turn.tools), secrets) if turn.tools else None,

@@ -12,11 +12,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.responses import Response
 
+from ..core.effects import Turn
 from ..core.errors import (
     BudgetExceeded,
     ConfigurationError,
@@ -34,6 +35,7 @@ from .answers import usable_usage, usage_figures
 from .chat_request import ManagedRequest, summarizer_headers
 from .errors import error_response, store_unavailable_response
 from .fast_path import settle
+from .headers import credential
 from .state import ProxyState
 from .upstream_count import calibrate_by_count
 from .window_advice import budget_advice, reserve_advice
@@ -104,6 +106,13 @@ class Locating:
         return await asyncio.wrap_future(self.future)
 
 
+def request_secrets(state: ProxyState, headers: Any) -> tuple[str, ...]:
+    """The raw keys a request's stored traces must not hold: its own credential and every
+    upstream key of the proxy (``redaction``)."""
+    presented = credential(headers)
+    return (presented, *state.routes.keys) if presented else state.routes.keys
+
+
 class ChatContext:
     """One chat request's context: located, settled, and reported back to the client."""
 
@@ -120,6 +129,12 @@ class ChatContext:
         self.reported_tokens: int | None = None
         """The provider's prompt tokens for this request, once its usage arrived."""
         self.cached_tokens: int | None = None
+        self.secrets = request_secrets(state, chat.headers)
+        """The keys nothing stored for this request may hold: its credential, the server's."""
+
+    def turn(self) -> Turn:
+        """The request as the engine sees it, with the keys its checkpoints must not hold."""
+        return replace(self.chat.turn(), secrets=self.secrets)
 
     @property
     def due(self) -> bool:
@@ -135,7 +150,7 @@ class ChatContext:
         compactions = self.state.compactions  # read before the store is
         assert self.state.locator is not None
         try:
-            turn = self.chat.turn()
+            turn = self.turn()
         except Exception as exc:
             failed: Future[Located] = Future()
             failed.set_exception(exc)
@@ -151,11 +166,11 @@ class ChatContext:
         compactions = self.state.compactions if begun is None else begun.compactions
         try:
             if begun is None:
-                self.located = await context.alocate(self.chat.turn())
+                self.located = await context.alocate(self.turn())
             else:
                 self.located = await begun.located()
             if await calibrate_by_count(self.state, self.chat, self.located, self.route):
-                self.located = await context.alocate(self.chat.turn())
+                self.located = await context.alocate(self.turn())
         except InvalidConversation as exc:
             return error_response(400, str(exc), param=exc.param, code="invalid_value")
         except (ConfigurationError, TokenizerUnavailable, HistoryNotInRequest) as exc:

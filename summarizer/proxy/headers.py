@@ -114,13 +114,44 @@ def decoded_response_headers(headers: Iterable[tuple[str, str]]) -> dict[str, st
 
 
 def credential(headers: Mapping[str, str]) -> str | None:
-    """The client's credential as sent (``Bearer`` prefix removed), or None."""
+    """The client's credential: the token of ``Authorization: Bearer TOKEN``, else the value of
+    ``api-key``, else of ``x-api-key``; None without one. An ``Authorization`` header of any
+    other form is no credential (``invalid_authorization`` refuses the request)."""
     for name in CREDENTIAL_HEADERS:
         value = headers.get(name)
-        if value:
-            scheme, _, token = value.partition(" ")
-            return token.strip() if scheme.lower() == "bearer" and token else value.strip()
+        if not value:
+            continue
+        if name != "authorization":
+            return value.strip()
+        token = _bearer_token(value)
+        if token is not None:
+            return token
     return None
+
+
+def _bearer_token(value: str) -> str | None:
+    """The token of an ``Authorization`` value ``Bearer TOKEN`` (any case), or None."""
+    scheme, _, token = value.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def invalid_authorization(headers: Mapping[str, str]) -> Response | None:
+    """The 401 for an ``Authorization`` header that is not ``Bearer TOKEN`` (a bare key,
+    ``Basic ...``, ``Bearer`` alone), else None; the value is never quoted back.
+
+    Such a request is refused rather than served keyless: served, it would land in the
+    namespace every keyless client shares, while its sender believes it has its own.
+    """
+    value = headers.get("authorization")
+    if not value or _bearer_token(value) is not None:
+        return None
+    return error_response(
+        401,
+        "The Authorization header must be 'Bearer YOUR_KEY'. This summarizer proxy takes a key "
+        "only as Authorization: Bearer, api-key or x-api-key.",
+        code="invalid_api_key",
+    )
 
 
 def credential_namespace(secret: str | None) -> str:

@@ -86,6 +86,11 @@ class RouteTable:
         self._prefixes.sort(key=lambda item: len(item[0]), reverse=True)
         self.managers = tuple(manager for _, manager in managers)
         """Every distinct context manager, the top-level one first."""
+        routes = [self.default, *self._exact.values(), *(r for _, r in self._prefixes)]
+        self.keys = tuple(
+            dict.fromkeys(r.api_key.get_secret_value() for r in routes if r.api_key is not None)
+        )
+        """Every upstream key the routes hold, raw: kept out of what the proxy stores."""
 
     def route_for(self, model: object) -> ModelRoute:
         """The route of requests naming ``model`` (anything but a string: the top-level one)."""
