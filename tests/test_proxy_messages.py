@@ -240,7 +240,11 @@ def test_bad_requests_get_anthropics_error_shape(
 ) -> None:
     proxy = start_proxy()
     url = f"{proxy.base_url}/messages"
-    headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+    headers = {
+        "x-api-key": KEY,
+        "anthropic-version": "2023-06-01",
+        "content-type": "application/json",
+    }
     cases = [
         b"{not json",
         json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}).encode(),

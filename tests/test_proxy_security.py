@@ -120,7 +120,11 @@ def test_a_path_leaving_v1_is_refused_and_nothing_reaches_the_upstream(
     proxy = start_proxy(upstream_api_key=SERVER_KEY)
     for method in ("GET", "POST"):
         status, _, body = raw_request(
-            proxy, method, target, body=b"{}" if method == "POST" else None
+            proxy,
+            method,
+            target,
+            body=b"{}" if method == "POST" else None,
+            headers={"Content-Type": "application/json"} if method == "POST" else None,
         )
         assert status == 400, (method, target, body)
         assert_openai_error(body, code="invalid_path")
@@ -214,6 +218,50 @@ def test_with_client_keys_every_v1_request_needs_one_of_them(
     # Liveness and metrics stay open.
     assert raw_request(proxy, "GET", "/healthz")[0] == 200
     assert raw_request(proxy, "GET", "/metrics")[0] == 200
+
+
+@pytest.mark.parametrize("client_keys", [[], [CLIENT_KEY]])
+def test_an_authorization_header_without_bearer_is_refused_not_taken_as_a_key(
+    upstream: TestUpstream, start_proxy: ProxyFactory, client_keys: list[str]
+) -> None:
+    # README: a key is taken as ``Authorization: Bearer KEY``, ``api-key`` or ``x-api-key``.
+    # A bare key is refused: served keyless it would share every keyless client's namespace.
+    proxy = start_proxy(upstream_api_key=SERVER_KEY, client_keys=client_keys)
+    chat = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    messages = json.dumps(
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    ).encode()
+    json_type = {"Content-Type": "application/json"}
+    for value in (CLIENT_KEY, f"Basic {CLIENT_KEY}", "Bearer", "Bearer  "):
+        auth = {"Authorization": value}
+        status, _, content = raw_request(
+            proxy, "POST", "/v1/chat/completions", body=chat, headers={**auth, **json_type}
+        )
+        assert status == 401, value
+        error = assert_openai_error(content, code="invalid_api_key")
+        assert "Bearer" in error["message"] and CLIENT_KEY not in content.decode()
+        status, _, content = raw_request(
+            proxy, "POST", "/v1/messages", body=messages, headers={**auth, **json_type}
+        )
+        assert status == 401, value
+        assert json.loads(content)["type"] == "error"  # Anthropic's error shape
+        assert raw_request(proxy, "GET", "/v1/models", headers=auth)[0] == 401
+        status, _, _ = raw_request(proxy, "GET", "/v1/summarizer/sessions/anything", headers=auth)
+        assert status == 401
+        assert raw_request(proxy, "GET", "/healthz", headers=auth)[0] == 200
+    assert upstream.requests == []
+    status, _, _ = raw_request(
+        proxy,
+        "POST",
+        "/v1/chat/completions",
+        body=chat,
+        headers={"Authorization": f"bearer {CLIENT_KEY}", **json_type},
+    )
+    assert status == 200
 
 
 def test_a_server_key_without_client_keys_is_refused_on_a_public_interface(

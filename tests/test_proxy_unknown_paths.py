@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx2
+import openai
 import pytest
 
 from summarizer.proxy import ProxyServer
@@ -153,3 +154,25 @@ def test_shape_for_path() -> None:
     assert shape_for_path("/v1alpha") == shape_for_path("/v1/models/m:embedContent") == "google"
     for path in ("/v1/models/ft:gpt-4o:org::id", "/v1/models", "/v1betamax", "/", "/v1/chat"):
         assert shape_for_path(path) == "openai", path
+
+
+def test_a_base_url_without_v1_is_served_as_under_v1(
+    upstream: TestUpstream, proxy: ProxyServer
+) -> None:
+    client = openai.OpenAI(base_url=root(proxy), api_key=KEY, max_retries=0, timeout=10)
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert raw.parse().choices[0].message.content == "ok"
+    assert raw.headers["x-summarizer-compacted"] == "false", "context-managed, not passed through"
+    assert upstream.requests[-1].path == "/v1/chat/completions"
+    assert [model.id for model in client.models.list()]
+    assert upstream.requests[-1].path == "/v1/models"
+    before = len(upstream.requests)
+    bad = send(proxy, "POST", "/messages", json={"model": "claude-x", "messages": "no"})
+    assert bad.status_code == 400 and bad.json()["type"] == "error", "Anthropic's shape"
+    assert len(upstream.requests) == before
+    wrong = send(proxy, "GET", "/responses")
+    assert wrong.status_code == 405 and "/v1/responses" in wrong.json()["error"]["message"]
+    metrics = send(proxy, "GET", "/metrics").text
+    assert 'summarizer_requests_total{route="chat",status="200"} 1.0' in metrics

@@ -57,6 +57,26 @@ def describe_request(body: dict[str, Any]) -> Any:
     )
 
 
+def for_test_model(settings: Any) -> Any:
+    """``settings`` for an upstream that is the test model under every model name: with a
+    window configured, every model (one the registry does not know too, which would otherwise
+    be forwarded unmanaged) has the test model's limits: that window, with a quarter of it
+    kept for the reply unless a request asks for its own cap. So the banner's "N tokens for
+    every model" holds."""
+    from ..core.model_limits import ModelLimits
+
+    config = settings.compaction
+    window = config.context_window
+    if window is None:
+        return settings
+    fallback = ModelLimits(context_window=window, max_output_tokens=max(1, window // 4))
+    # The empty prefix matches every name; a longer configured one still wins.
+    limits = {"": fallback, **config.model_limits}
+    return settings.model_copy(
+        update={"compaction": config.model_copy(update={"model_limits": limits})}
+    )
+
+
 def serve_with_test_upstream(
     settings: Any, *, ui_fragment: str = "", script: Sequence[ScriptStep] | None = None
 ) -> None:
@@ -70,7 +90,7 @@ def serve_with_test_upstream(
     with TestUpstream(responder=RoutingResponder(agent)) as upstream:
         # An agent resuming a session across restarts sends old tool call ids back.
         upstream.call_id_tag = secrets.token_hex(4) + "_"
-        settings = settings.model_copy(update={"upstream": upstream.base_url})
+        settings = for_test_model(settings).model_copy(update={"upstream": upstream.base_url})
         note = " (the built-in test model: no key, no network)"
         if script is not None:
             note = f" (the built-in test model, following a script of {len(script)} steps)"

@@ -181,9 +181,10 @@ def canonical_model_name(model: str) -> str:
 
 
 def longest_prefix_key(names: tuple[str, ...], keys: Iterable[str]) -> str | None:
-    """The longest of ``keys`` (compared case-insensitively) that starts any of ``names``."""
+    """The longest of ``keys`` (compared case-insensitively) that starts any of ``names``; the
+    empty key, which starts every name, is the last resort."""
     best: str | None = None
-    best_length = 0
+    best_length = -1
     for key in keys:
         folded = key.strip().lower()
         if len(folded) > best_length and any(name.startswith(folded) for name in names):

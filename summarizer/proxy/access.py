@@ -7,6 +7,8 @@
 - Every request the proxy forwards carries its hop (``Via: 1.1 summarizer-<random id>``); a
   request arriving with this proxy's own hop came round a loop and gets 508, unforwarded. At
   startup an upstream that is the proxy's own address is refused.
+- A request a web page may have made (another origin's, or a body that is not JSON) gets 403,
+  so no page open in a browser can spend the server's key (see ``cross_site``).
 - Without a credential there is no tenancy (every keyless client shares one namespace): said once
   at startup, and the sessions route answers keyless requests only with ``--sessions-api all``.
 - With a server-side key (``SUMMARIZER_UPSTREAM_API_KEY``) and no client keys, whoever reaches
@@ -29,8 +31,9 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..core.errors import ConfigurationError
+from .cross_site import content_type_refusal, cross_site_response, is_cross_site
 from .errors import error_response, unknown_path
-from .headers import credential, credential_namespace, via_names
+from .headers import credential, credential_namespace, invalid_authorization, via_names
 from .settings import Settings, hash_key
 
 logger = logging.getLogger("summarizer.proxy")
@@ -191,7 +194,11 @@ class RequestGuard:
     """Plain ASGI middleware answering, before anything is read or forwarded:
 
     - 508 ``loop_detected`` to a request whose ``Via`` names this proxy (it came round a loop);
-    - 401 ``invalid_api_key``, with client keys configured, to a request without one of them.
+    - 403 ``cross_site_request`` to a request a web page of another origin made
+      (``cross_site``);
+    - 401 ``invalid_api_key`` to an ``Authorization`` header that is not ``Bearer TOKEN``, and,
+      with client keys configured, to a request without one of them;
+    - 403 ``unsupported_content_type`` to a body that is not JSON (``cross_site``).
     """
 
     def __init__(self, app: ASGIApp, settings: Settings, hop_name: str) -> None:
@@ -199,11 +206,14 @@ class RequestGuard:
         self.digests = settings.client_keys
         self.hop_name = hop_name.lower()
         self.ui = settings.ui
+        self.allowed_origins = settings.allow_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on, or answer it with the refusal."""
         if scope["type"] == "http":
-            refusal = self.refusal(Headers(scope=scope), scope["path"], scope["method"])
+            headers = Headers(scope=scope)
+            scheme = "https" if scope.get("scheme") == "https" else "http"
+            refusal = self.refusal(headers, scope["path"], scope["method"], scheme=scheme)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
@@ -214,8 +224,11 @@ class RequestGuard:
             return True
         return self.ui and path == UI_PAGE and method in ("GET", "HEAD")
 
-    def refusal(self, headers: Headers, path: str, method: str) -> Response | None:
-        """The refusal of a request with ``headers`` to ``path``, or None to serve it."""
+    def refusal(
+        self, headers: Headers, path: str, method: str, *, scheme: str = "http"
+    ) -> Response | None:
+        """The refusal of a request with ``headers`` to ``path`` (over ``scheme``), or None to
+        serve it."""
         if self.hop_name in via_names(headers.getlist("via")):
             return error_response(
                 508,
@@ -225,11 +238,17 @@ class RequestGuard:
                 type="server_error",
                 code="loop_detected",
             )
-        if not self.digests or self._is_open(path, method):
+        if is_cross_site(headers, path, scheme=scheme, allowed=self.allowed_origins):
+            return cross_site_response()
+        if self._is_open(path, method):
             return None
+        if (malformed := invalid_authorization(headers)) is not None:
+            return malformed
+        if not self.digests:
+            return content_type_refusal(headers, path)
         presented = credential(headers)
         if key_allowed(self.digests, presented):
-            return None
+            return content_type_refusal(headers, path)
         problem = "Incorrect API key provided." if presented else "You didn't provide an API key."
         return error_response(
             401,

@@ -13,6 +13,8 @@ Routes:
 - ``GET /healthz`` and ``GET /metrics`` (Prometheus text);
 - a WebSocket upgrade, on any path: 426, so a client falls back to HTTP (``websocket_refusal``);
 - with ``Settings.ui``, ``GET /ui`` and its JSON API ``/ui/api/...`` (see ``ui``);
+- the same paths without ``/v1`` (``/chat/completions``...): served as under ``/v1``
+  (``routing.UnprefixedPaths``);
 - anything else, with any method (Gemini's paths among them, ``/v1/models/NAME:generateContent``
   included, never forwarded): a JSON 404 in the path's API shape; a method a route above does
   not take: a JSON 405 with ``Allow`` (see ``routing``).
@@ -41,6 +43,7 @@ from ..stores import Store
 from .access import RequestGuard, log_startup_notes, reader_namespace
 from .body import parse_body
 from .chat import OFFLOAD_BYTES, chat_completions, serve_managed
+from .cross_site import AllowedOriginsCors
 from .errors import (
     ErrorShape,
     error_event,
@@ -65,7 +68,7 @@ from .model_routes import ModelRoute
 from .paths import UnsafePath, upstream_path
 from .responses_compact import responses_compact
 from .responses_trigger import parse_responses
-from .routing import StrictRoute, UnknownPath, http_error
+from .routing import StrictRoute, UnknownPath, UnprefixedPaths, http_error
 from .settings import Settings
 from .state import ProxyState
 from .ui import ui_routes
@@ -89,7 +92,8 @@ async def responses(request: Request) -> Response:
     (``responses_trigger``)."""
     state: ProxyState = request.app.state.proxy
     chat = state.settings.responses_upstream == "chat"
-    return await serve_managed(request, functools.partial(parse_responses, chat_upstream=chat))
+    parse = functools.partial(parse_responses, key=state.compaction_key, chat_upstream=chat)
+    return await serve_managed(request, parse)
 
 
 async def healthz(request: Request) -> Response:
@@ -367,7 +371,11 @@ def create_app(
     app.add_middleware(RefuseWebSockets)  # innermost: WebSocket upgrades get 426, behind the guard
     # Added next, so it runs inside RequestMetrics: its refusals are counted too.
     app.add_middleware(RequestGuard, settings=settings, hop_name=state.hop_name)
+    if settings.allow_origins:  # outside the guard: preflights carry no key
+        app.add_middleware(AllowedOriginsCors, origins=settings.allow_origins)
     app.add_middleware(RequestMetrics, state=state)
-    # Outermost: every error written for a request, refusals included, takes its API's shape.
+    # Every error written for a request, refusals included, takes its API's shape.
     app.add_middleware(ErrorShape)
+    # Outermost: /chat/completions, /responses, /messages... are served as under /v1.
+    app.add_middleware(UnprefixedPaths)
     return app

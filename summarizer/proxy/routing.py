@@ -6,7 +6,10 @@ shape (see ``errors``), never Starlette's plain text:
   /v1/chat/completions`` is not forwarded upstream);
 - :class:`UnknownPath`: the last route, every method on every path: a 404 (``HEAD``: without
   a body, like every answer to ``HEAD``);
-- :func:`http_error`: the exception handler for any ``HTTPException`` Starlette raises itself.
+- :func:`http_error`: the exception handler for any ``HTTPException`` Starlette raises itself;
+- :class:`UnprefixedPaths`: a client whose base URL lacks ``/v1`` (``base_url="http://HOST:PORT"``)
+  is served as if it had it: ``POST /chat/completions`` is ``POST /v1/chat/completions``, and
+  so for every root of the OpenAI and Anthropic APIs (``API_ROOTS``), as LiteLLM's proxy does.
 """
 
 from __future__ import annotations
@@ -15,11 +18,37 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import error_response, method_not_allowed, unknown_path
 
-__all__ = ["StrictRoute", "UnknownPath", "http_error"]
+__all__ = ["API_ROOTS", "StrictRoute", "UnknownPath", "UnprefixedPaths", "http_error"]
+
+API_ROOTS = frozenset(
+    {
+        "chat",
+        "completions",
+        "responses",
+        "messages",
+        "models",
+        "embeddings",
+        "moderations",
+        "audio",
+        "images",
+        "files",
+        "uploads",
+        "batches",
+        "fine_tuning",
+        "vector_stores",
+        "assistants",
+        "threads",
+        "conversations",
+        "containers",
+        "videos",
+    }
+)
+"""The first segments of the OpenAI and Anthropic API paths, served under ``/v1`` when a client
+leaves the prefix out."""
 
 
 class StrictRoute(Route):
@@ -58,3 +87,23 @@ async def http_error(request: Request, exc: Exception) -> Response:
         methods = [method.strip() for method in allowed.split(",") if method.strip()]
         return method_not_allowed(request.method, request.url.path, methods)
     return error_response(exc.status_code, exc.detail, headers=dict(exc.headers or {}))
+
+
+class UnprefixedPaths:
+    """Plain ASGI middleware, outermost: a request to an API path without its ``/v1`` prefix
+    (``/chat/completions``, ``/messages``, ``/models``...) goes on as the same request under
+    ``/v1``, so every guard, error shape, metric and route (the pass-through too) sees it as
+    such. The access log keeps the path the client wrote."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, under ``/v1`` when it left the prefix out."""
+        path: str = scope.get("path", "")
+        first = path.split("/", 2)[1] if path.startswith("/") else ""
+        if scope["type"] == "http" and first in API_ROOTS:
+            scope = dict(scope, path="/v1" + path)
+            if scope.get("raw_path") is not None:
+                scope["raw_path"] = b"/v1" + scope["raw_path"]
+        await self.app(scope, receive, send)
