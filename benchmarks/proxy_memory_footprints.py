@@ -67,7 +67,9 @@ def cache_footprints(
     (which so count the message digests they share with it, as they do for every conversation
     the chain cache has evicted), then the latest-checkpoint memo.
     """
-    settings = Settings(context_window=window, max_summary_tokens=summary_tokens)
+    settings = Settings(  # as the proxy runs in §4: no drafts ahead of time
+        context_window=window, max_summary_tokens=summary_tokens, prepare_ratio=None
+    )
     counter = make_counter(MODEL)
     if not isinstance(counter, TiktokenCounter):
         raise RuntimeError(f"{MODEL} is not counted with tiktoken here: {counter!r}")

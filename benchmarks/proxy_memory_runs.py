@@ -136,7 +136,8 @@ class ProxyRun:
 @contextmanager
 def proxy_run(upstream: str, db: Path, *, window: int, summary_tokens: int) -> Iterator[ProxyRun]:
     """A fresh ``summarizer serve`` on ``db``, measured right after startup."""
-    extra = ["--max-summary-tokens", str(summary_tokens)]
+    # Each session must compact where the replay expects it (no drafts ahead of time: §8).
+    extra = ["--max-summary-tokens", str(summary_tokens), "--prepare-ratio", "off"]
     with (
         serve_process(upstream, context_window=window, db=db, extra=extra) as (base, process),
         httpx2.Client(timeout=120) as client,

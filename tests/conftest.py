@@ -73,7 +73,10 @@ def upstream() -> Iterator[TestUpstream]:
 @pytest.fixture
 def start_proxy(tmp_path: Path, upstream: TestUpstream) -> Iterator[ProxyFactory]:
     """Starts proxies in front of ``upstream`` (a module may define its own), stopped after
-    the test: SQLite in ``tmp_path``, a 16k window unless overridden."""
+    the test: SQLite in ``tmp_path``, a 16k window unless overridden, and no drafts ahead of
+    time unless ``prepare_ratio`` is given (the proxy's default drafts in the background, so a
+    test counting summary calls would depend on timing; ``test_ahead*`` test the drafts, and
+    ``test_serve_command`` the default)."""
     started: list[ProxyServer] = []
 
     def start(**overrides: Any) -> ProxyServer:
@@ -84,6 +87,8 @@ def start_proxy(tmp_path: Path, upstream: TestUpstream) -> Iterator[ProxyFactory
             "context_window": 16_000,
         }
         values.update(overrides)
+        if "compaction" not in values:
+            values.setdefault("prepare_ratio", None)
         proxy = ProxyServer(Settings(**values)).start()
         started.append(proxy)
         return proxy

@@ -86,6 +86,33 @@ def test_a_full_file_sets_the_settings_and_each_model(tmp_path: Path) -> None:
     assert ALPHA_KEY not in held
 
 
+def test_drafting_ahead_of_time_is_on_unless_the_file_or_a_model_turns_it_off(
+    tmp_path: Path,
+) -> None:
+    text = """
+[[models]]
+name = "moved"
+trigger_ratio = 0.95
+target_ratio = 0.7
+
+[[models]]
+name = "no-drafts"
+prepare_ratio = "off"
+
+[[models]]
+name = "own"
+prepare_ratio = 0.5
+"""
+    settings = Settings.from_env({}, config_file=write(tmp_path, text))
+    assert settings.compaction.prepare_ratio == 0.6
+    moved, off, own = (m.compaction(settings.compaction) for m in settings.models)
+    assert moved.prepare_ratio == 0.825  # 0.6 is below its target: midway between its own
+    assert off.prepare_ratio is None and own.prepare_ratio == 0.5
+    for value in ('"off"', "0"):
+        path = write(tmp_path, f"prepare_ratio = {value}\n", name=f"off{len(value)}.toml")
+        assert Settings.from_env({}, config_file=path).compaction.prepare_ratio is None
+
+
 def test_the_example_file_is_valid() -> None:
     example = Path(__file__).parent.parent / "examples" / "summarizer.toml"
     environ = {"OPENAI_API_KEY": ALPHA_KEY, "ANTHROPIC_API_KEY": BRAVO_KEY}
@@ -311,6 +338,7 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
 upstream = "{top.base_url}"
 upstream_api_key_env = "TOP_KEY"
 context_window = 100000
+prepare_ratio = "off"  # summary calls counted exactly (drafts: test_ahead*)
 port = 0
 db = "{tmp_path / "checkpoints.db"}"
 

@@ -93,6 +93,7 @@ def proxy(upstream: TestUpstream, db: Path) -> Iterator[ProxyServer]:
         max_summary_tokens=500,
         upstream_timeout=UPSTREAM_TIMEOUT,
         keepalive_interval=0.5,
+        prepare_ratio=None,  # each fault meets the compaction it is aimed at (drafts: test_ahead*)
     )
     with ProxyServer(settings) as server:
         yield server
@@ -396,6 +397,7 @@ def test_an_early_opened_stream_says_pending_and_tells_the_truth_in_a_comment(
         context_window=8_000,
         max_summary_tokens=500,
         keepalive_interval=0.5,
+        prepare_ratio=None,
     )
     with ProxyServer(settings) as proxy:
         head, rest = _raw_stream(proxy, body)

@@ -147,6 +147,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
             db=db,
             context_window=WINDOW,
             keepalive_interval=120,  # keepalive streams are another test's business
+            prepare_ratio=None,  # so are drafts ahead of time (test_ahead*)
         )
         with ProxyServer(proxy_settings) as proxy:
             yield Servers(up, proxy, agent, summaries, proxy_settings, db)

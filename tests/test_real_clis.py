@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -78,6 +79,7 @@ class Session:
             port=0,
             db=tmp_path / "checkpoints.db",
             context_window=WINDOW,
+            prepare_ratio=None,  # each summary call where its compaction is (drafts: §8)
         )
         self.proxy = ProxyServer(settings, on_compaction=self._compacted).start()
 
@@ -423,10 +425,14 @@ def test_codex_runs_tools_and_compacts_through_the_proxy(
     session = session_for(codex_steps(batches))
     limit = 30_000 if provider == "built-in" else None
     (home / ".codex" / "config.toml").write_text(codex_config(session.proxy, provider, limit))
+    took = []
     for batch in range(batches):
-        said, took = codex(project, home, f"Review batch {batch} of the logs.", resume=batch > 0)
+        said, seconds = codex(project, home, f"Review batch {batch} of the logs.", resume=batch > 0)
         assert said.startswith(f"Batch {batch} reviewed")
-        assert took < 5, f"run {batch} took {took:.1f} s"  # five WebSocket retries took 6 s
+        took.append(seconds)
+    # Five WebSocket reconnects before falling back to HTTPS cost 6 s a run; a run's own work
+    # here takes well under a second.
+    assert statistics.median(took) < 3, took
     assert (project / "app.py").read_text() == f"def value():\n    return {batches + 1}\n"
     assert all((project / f"note_{n}.md").exists() for n in range(batches))
     if provider == "built-in":

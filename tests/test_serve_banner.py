@@ -23,6 +23,7 @@ from summarizer.proxy.banner import banner_lines, display_url
 from summarizer.proxy.settings import Settings
 
 from .conftest import wait_until_serving
+from .redis_server import RedisServer
 
 
 def free_port() -> int:
@@ -106,10 +107,35 @@ def test_serve_test_upstream_answers_a_real_agent_with_no_key(tmp_path: Path) ->
         )
         text = reply.choices[0].message.content or ""
         assert "received 1 messages" in text and "hello there" in text
+        # A model no registry knows is managed too: the window is the test model's.
+        raw = sdk.chat.completions.with_raw_response.create(
+            model="my-local-model", messages=[{"role": "user", "content": "hello there"}]
+        )
+        assert "x-summarizer-warning" not in raw.headers, raw.headers.get("x-summarizer-warning")
+        assert raw.headers["x-summarizer-prompt-tokens"].isdigit()
     finally:
         _, stderr = _stop(process)
     assert "built-in test model" in stderr and f"point agents at {url}/v1" in stderr
     assert f"{db} (SQLite)" in stderr and "16,000 tokens for every model" in stderr
+    assert "unmanaged" not in stderr
+
+
+def test_serve_test_upstream_keeps_to_a_redis_store(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    port = free_port()
+    store = redis_server.url.removesuffix("/0") + "/7"
+    process = _serve(["serve", "--test-upstream", "--port", str(port), "--store", store], tmp_path)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_serving(process, url)
+        sdk = openai.OpenAI(base_url=f"{url}/v1", api_key="anything", max_retries=0)
+        sdk.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hello there"}]
+        )
+    finally:
+        _, stderr = _stop(process)
+    assert f"{store} (Redis" in stderr and "test-upstream.db" not in stderr
 
 
 def test_demo_keep_serving_leaves_the_session_to_look_at(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ def test_serve_runs_with_flags_and_environment_and_logs_json_without_keys(tmp_pa
             bad = httpx2.post(
                 f"http://127.0.0.1:{port}/v1/chat/completions",
                 content=b"{",
-                headers={"Authorization": f"Bearer {KEY}"},
+                headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
             )
             assert bad.status_code == 400
         finally:
@@ -94,3 +94,46 @@ def test_serve_rejects_bad_settings_with_a_clear_error() -> None:
     assert result.returncode == 2
     assert result.stderr.startswith("error: invalid settings")
     assert "Traceback" not in result.stderr
+
+
+def _serve_and_count_drafts(tmp_path: Path, *flags: str) -> dict[str, float]:
+    """Run ``summarizer serve`` with ``flags``, send one conversation over 0.6 of the window
+    (under the trigger), and read its drafts-ahead counters."""
+    from .test_ahead import ahead_counts, grown
+
+    port = _free_port()
+    with TestUpstream(context_window=16_000) as upstream:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "summarizer.cli", "serve", "--port", str(port)),
+                *("--upstream", upstream.base_url, "--db", str(tmp_path / "c.db")),
+                *("--context-window", "16000", *flags),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_until_serving(process, url)
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-4o-mini",
+                messages=grown(5),  # type: ignore[arg-type]
+            )
+            raw.parse()
+            assert raw.headers["x-summarizer-compacted"] == "false"
+            prompt = int(raw.headers["x-summarizer-prompt-tokens"])
+            assert 0.6 * 12_000 < prompt < 0.8 * 12_000, prompt  # usable: 16,000 - 4,000
+            counts = ahead_counts(type("P", (), {"base_url": f"{url}/v1"}))
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.communicate(timeout=30)
+    return counts
+
+
+def test_serve_drafts_ahead_of_time_by_default_and_off_turns_it_off(tmp_path: Path) -> None:
+    # Counted before the answer goes out: no waiting for the draft itself.
+    assert _serve_and_count_drafts(tmp_path / "default").get("started") == 1
+    off = _serve_and_count_drafts(tmp_path / "off", "--prepare-ratio", "off")
+    assert "started" not in off

@@ -6,6 +6,7 @@ Every test passes an explicit ``environ`` mapping; ``os.environ`` is never read 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from platformdirs import user_state_path
@@ -30,6 +31,8 @@ def test_defaults() -> None:
     assert settings.compaction.context_window is None
     assert settings.compaction.trigger_ratio == 0.8
     assert settings.compaction.target_ratio == 0.4
+    assert settings.compaction.prepare_ratio == 0.6  # drafts ahead of time (the library: off)
+    assert CompactionConfig().prepare_ratio is None
     assert settings.compaction.keep_recent_tokens is None
     assert settings.compaction.max_summary_tokens == 2000
     assert settings.compaction.summary_model is None
@@ -257,6 +260,7 @@ def test_compaction_settings_from_env_reach_the_config() -> None:
         keep_recent_tokens=5000,
         max_summary_tokens=800,
         summary_model="gpt-4o-mini",
+        prepare_ratio=0.5,  # midway between the target and the trigger
     )
 
 
@@ -271,18 +275,46 @@ def test_compaction_flags_win_over_env_field_by_field() -> None:
     assert settings.compaction.target_ratio == CompactionConfig().target_ratio
 
 
-def test_default_compaction_is_compaction_config_default() -> None:
-    assert Settings.from_env({}).compaction == CompactionConfig()
+def test_default_compaction_is_compaction_config_default_drafting_ahead() -> None:
+    assert Settings.from_env({}).compaction == CompactionConfig(prepare_ratio=0.6)
 
 
 def test_a_whole_compaction_config_is_kept_as_given() -> None:
-    config = CompactionConfig(context_window=8000, tokenizer="approximate", pin={"role": "system"})
+    config = CompactionConfig(
+        context_window=8000, tokenizer="approximate", pin={"role": "system"}, prepare_ratio=0.7
+    )
     assert Settings(compaction=config).compaction is config
     assert Settings.from_env({}, compaction=config).compaction is config
+    off = CompactionConfig(context_window=8000, prepare_ratio=None)
+    assert Settings(compaction=off).compaction is off
+    # One that leaves prepare_ratio unset gets the proxy's default, as flags do.
+    unset = CompactionConfig(context_window=8000, trigger_ratio=0.9)
+    assert Settings(compaction=unset).compaction == unset.model_copy(update={"prepare_ratio": 0.65})
 
 
 def test_an_env_variable_named_after_the_nested_model_is_not_read() -> None:
-    assert Settings.from_env({"SUMMARIZER_COMPACTION": "{}"}).compaction == CompactionConfig()
+    assert Settings.from_env({"SUMMARIZER_COMPACTION": "{}"}).compaction == CompactionConfig(
+        prepare_ratio=0.6
+    )
+
+
+@pytest.mark.parametrize("off", ["off", "OFF", "0", "0.0", 0, None])
+def test_drafting_ahead_of_time_turns_off(off: Any) -> None:
+    assert Settings(prepare_ratio=off).compaction.prepare_ratio is None
+    if off is not None:
+        environ = {"SUMMARIZER_PREPARE_RATIO": str(off)}
+        assert Settings.from_env(environ).compaction.prepare_ratio is None
+        assert Settings.from_env({}, prepare_ratio=str(off)).compaction.prepare_ratio is None
+
+
+def test_the_default_prepare_ratio_lies_midway_between_the_thresholds() -> None:
+    environ = {"SUMMARIZER_TRIGGER_RATIO": "0.9", "SUMMARIZER_TARGET_RATIO": "0.6"}
+    assert Settings.from_env(environ).compaction.prepare_ratio == 0.75
+    assert Settings(target_ratio=0.7).compaction.prepare_ratio == 0.75
+    assert Settings.from_env({"SUMMARIZER_PREPARE_RATIO": "0.7"}).compaction.prepare_ratio == 0.7
+    with pytest.raises(ConfigurationError) as info:
+        Settings(prepare_ratio="soon")
+    assert info.value.problems[0][0] == "prepare_ratio"
 
 
 def test_a_compaction_error_names_the_setting_as_the_user_gave_it() -> None:

@@ -89,6 +89,7 @@ def test_a_store_held_for_one_session_does_not_stall_another(
         db=tmp_path / "unused.db",
         context_window=8_000,
         max_summary_tokens=500,
+        prepare_ratio=None,  # the held save is the compaction's, not a draft's
     )
     with ProxyServer(settings, store=store) as proxy, ThreadPoolExecutor(1) as pool:
         slow = _client(proxy, SLOW_KEY).chat.completions.with_raw_response

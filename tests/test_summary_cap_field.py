@@ -50,6 +50,7 @@ def test_the_summary_request_carries_its_cap_in_the_chosen_field(
                 context_window=16_000,
                 max_summary_tokens=700,
                 summary_cap_field=field,
+                prepare_ratio=None,  # one compaction's summary request, not a draft's
             )
         ) as proxy,
     ):

@@ -57,7 +57,12 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def proxy(upstream: TestUpstream, db: Path, events: list[CompactionEvent]) -> Iterator[ProxyServer]:
     settings = Settings(
-        upstream=upstream.base_url, port=0, db=db, context_window=8_000, max_summary_tokens=500
+        upstream=upstream.base_url,
+        port=0,
+        db=db,
+        context_window=8_000,
+        max_summary_tokens=500,
+        prepare_ratio=None,  # each compaction reported as it happens (drafts: test_ahead*)
     )
     with ProxyServer(settings, on_compaction=events.append) as server:
         yield server

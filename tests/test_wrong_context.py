@@ -293,7 +293,11 @@ def test_two_proxies_on_one_store_summarize_a_session_once(
     upstream: TestUpstream, tmp_path: Path
 ) -> None:
     settings = Settings(
-        upstream=upstream.base_url, port=0, db=tmp_path / "shared.db", context_window=16_000
+        upstream=upstream.base_url,
+        port=0,
+        db=tmp_path / "shared.db",
+        context_window=16_000,
+        prepare_ratio=None,  # each replica would draft on its own (see the README)
     )
     upstream.inject(Fault(kind="delay", seconds=1.0, match="summary"))
     messages = long_history(7)
@@ -323,6 +327,37 @@ def test_two_proxies_on_one_store_summarize_a_session_once(
     assert len(set(results)) == 1 and results[0]
     agent = [r.body["messages"] for r in chat_requests(upstream, summary=False)]
     assert len(agent) == 4 and all(m == agent[0] for m in agent)
+
+
+def test_interleaved_conversations_of_one_session_drafting_ahead_never_mix(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    """Two conversations with the same system prompt and task (one derived session: parallel
+    attempts at one task), interleaved request by request through compactions drafted ahead of
+    time: each gets only its own context, and neither's drafts are dropped by the other."""
+    from .test_ahead import ahead_counts
+
+    proxy = start_proxy(prepare_ratio=0.6)
+    names = ("alpha", "bravo")
+    sessions = set()
+    compacted = 0
+    for turns in range(4, 16):
+        for name in names:
+            conversation = [
+                {**m, "content": f"[{name}] {m['content']}"} if m["role"] == "tool" else m
+                for m in long_history(turns)[:-1]  # an agent appends: a tool output last
+            ]
+            raw = send(proxy, conversation, tools=TOOLS)
+            sessions.add(raw.headers["x-summarizer-session"])
+            compacted += raw.headers["x-summarizer-compacted"] == "true"
+            sent = chat_requests(upstream, summary=False)[-1].body["messages"]
+            other = names[1 - names.index(name)]
+            assert f"[{other}]" not in str(sent), f"{name} turn {turns} got {other}'s context"
+            check_belongs_and_in_order(conversation, sent)
+    assert len(sessions) == 1 and compacted >= 4
+    counts = ahead_counts(proxy)
+    assert counts.get("adopted", 0) >= 2, counts
+    assert "stale" not in counts and "evicted" not in counts, counts
 
 
 # -- 18c. a pin rule keeps the newest matches ------------------------------------------------------

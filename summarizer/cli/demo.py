@@ -229,15 +229,19 @@ def run_coding_session(
     append_only = sum(
         1 for before, after in itertools.pairwise(as_json) if _is_prefix(before, after)
     )
-    # A summary request must begin with what the model saw last, or be a prefix of it.
+    # A summary request must begin with what the model saw last, or be a prefix of it (or of
+    # the next request: a draft started with a compaction is of the view about to be sent).
     shared = 0
     for request in summary_requests:
         sent = seen(request.body or {})[:-1]
         earlier = [r for r in agent_requests if r.time <= request.time]
-        if earlier:
-            last = seen(earlier[-1].body or {})
-            if _is_prefix(last, sent) or _is_prefix(sent, last):
-                shared += 1
+        later = [r for r in agent_requests if r.time > request.time][:1]
+        if earlier and (
+            _is_prefix(last := seen(earlier[-1].body or {}), sent)
+            or _is_prefix(sent, last)
+            or any(_is_prefix(sent, seen(r.body or {})) for r in later)
+        ):
+            shared += 1
     final_body = agent_requests[-1].body or {} if agent_requests else {}
     if api == "chat":
         final_text = "\n".join(map(message_text, final_body.get("messages") or ()))

@@ -62,12 +62,13 @@ def serve_command(
         float | None, typer.Option(help="Compact down to this share of the window. (default: 0.4)")
     ] = None,
     prepare_ratio: Annotated[
-        float | None,
+        str | None,
         typer.Option(
             help="Ahead-of-time compaction: above this share of the window (between the target "
-            "and the trigger, e.g. 0.6) the summary is written in the background while requests "
-            "go out as they are, and the request that crosses the trigger uses it instead of "
-            "waiting for the model. (default: off)"
+            "and the trigger) the summary is written in the background while requests go out "
+            "as they are, and the request that crosses the trigger uses it instead of waiting "
+            "for the model. 'off' (or 0) turns it off. (default: midway between the target and "
+            "the trigger: 0.6)"
         ),
     ] = None,
     keep_recent_tokens: Annotated[
@@ -121,6 +122,17 @@ def serve_command(
             "(default: none, any client may use the proxy)",
         ),
     ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-origin",
+            metavar="ORIGIN",
+            help="A web origin (scheme://host[:port]) whose pages may use the proxy, answered "
+            "with CORS (repeatable; or SUMMARIZER_ALLOW_ORIGINS=O1,O2). Requests from any other "
+            "origin's pages (Origin, Sec-Fetch-Site: cross-site or same-site) and bodies that "
+            "are not JSON get 403, so no web page can spend the server's key. (default: none)",
+        ),
+    ] = None,
     body_read_timeout: Annotated[
         float | None,
         typer.Option(
@@ -163,7 +175,7 @@ def serve_command(
             help="Forward to the built-in test model (started on 127.0.0.1; it answers what it "
             "received and writes heuristic summaries) instead of an upstream: point a real agent "
             "at the proxy with no key and no network. Its checkpoints go to test-upstream.db in "
-            "the user state folder unless --db is given; the window is 16000 unless "
+            "the user state folder unless --db or --store is given; the window is 16000 unless "
             "--context-window is.",
         ),
     ] = False,
@@ -215,7 +227,6 @@ def serve_command(
         if upstream is not None:
             typer.echo("error: --test-upstream and --upstream name two upstreams", err=True)
             raise typer.Exit(2)
-        db = db or default_db_path().with_name("test-upstream.db")
         context_window = context_window or 16_000
     elif test_script is not None:
         typer.echo(
@@ -254,6 +265,7 @@ def serve_command(
             max_body_bytes=max_body_bytes,
             sessions_api=sessions_api,
             client_keys=client_key or None,
+            allow_origins=allow_origin or None,
             body_read_timeout=body_read_timeout,
             cache_breakpoints=cache_breakpoints,
             responses_upstream=responses_upstream,
@@ -263,6 +275,10 @@ def serve_command(
         )
         if test_upstream:
             from .test_upstream_serve import serve_with_test_upstream
+
+            if db is None and settings.store is None:  # a Redis store is used as given
+                test_db = default_db_path().with_name("test-upstream.db")
+                settings = settings.model_copy(update={"db": test_db})
 
             serve_with_test_upstream(settings, script=script)
         else:

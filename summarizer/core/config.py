@@ -132,8 +132,9 @@ class CompactionConfig(ConfigurationModel):
     """Ahead-of-time compaction: above this share of the usable window (and below the
     trigger), the summaries are written in the background while the request goes out as it
     is; the request that crosses the trigger adopts them instead of waiting for the model.
-    None (the default): compactions happen when the trigger is crossed, as that request
-    waits. Must lie between ``target_ratio`` and ``trigger_ratio``."""
+    None (the library's default): compactions happen when the trigger is crossed, as that
+    request waits. The proxy's default is midway between the target and the trigger
+    (``proxy.prepare_default``). Must lie between ``target_ratio`` and ``trigger_ratio``."""
     keep_recent_tokens: int | None = Field(default=None, ge=0)
     """Newest units kept verbatim, up to this many tokens; default: as many as fit under the
     target beside the kept parts and the summary."""

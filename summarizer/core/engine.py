@@ -134,6 +134,7 @@ class ContextEngine:
             raw_tokens=raw_tokens,
             calibrated_tokens=self.calibration.apply(turn.model, raw_tokens, turn.namespace),
             generation=found.generation,
+            secrets=turn.secrets,
         )
 
     def refresh(self, located: Located) -> Effects[Located]:
@@ -208,13 +209,15 @@ class ContextEngine:
             return drafted
         return (yield from commit_draft(self, located, drafted, trigger=trigger, started=started))
 
-    def ahead(self, located: Located) -> Effects[Draft | None]:
+    def ahead(self, located: Located, *, growth: int = 0) -> Effects[Draft | None]:
         """A compaction of ``located`` drafted ahead of time (the request is over the prepare
         threshold): summaries written, checkpoint built, nothing saved. Its target is lowered by
-        the growth still to come before the trigger, so once adopted there the request lands
-        near the usual target. None when there is nothing to compact or the summaries failed."""
+        the growth still to come before it is adopted (the room left before the trigger, or
+        ``growth``, what the session's conversation last grew between a draft and its adoption,
+        if more), down to half the usual target, so that once adopted the request lands near
+        the usual target. None when there is nothing to compact or the summaries failed."""
         budget = located.budget
-        growth = max(0, budget.trigger_tokens - located.calibrated_tokens)
+        growth = max(0, budget.trigger_tokens - located.calibrated_tokens, growth)
         target = max(budget.target_tokens // 2, budget.target_tokens - growth)
         drafted = yield from draft_compaction(
             self,

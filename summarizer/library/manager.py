@@ -13,6 +13,7 @@ storage effects are performed here, in a worker thread for async callers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -220,13 +221,20 @@ class ContextManager:
                     located = drive_sync(self.engine.refresh(located), perform)
                     if force is None and (done := self.ready(located)) is not None:
                         return done
+                    done = None
                     if draft is not None:
                         adopt, draft = self.engine.adopt(located, draft, waited_s=waited), None
-                        if (done := self.drafts.adopted(drive_sync(adopt, perform))) is not None:
-                            return done
-                        located = drive_sync(self.engine.refresh(located), perform)
-                    steps = self.engine.steps(located, trigger=force or "threshold")
-                    return drive_sync(steps, perform)
+                        done = self.drafts.adopted(drive_sync(adopt, perform))
+                        if done is None:
+                            located = drive_sync(self.engine.refresh(located), perform)
+                    if done is None:
+                        steps = self.engine.steps(located, trigger=force or "threshold")
+                        done = drive_sync(steps, perform)
+                    if force is None and self.drafts.next_due(located, done):
+                        with contextlib.suppress(StoreUnavailable):  # else: at the next request
+                            now = drive_sync(self.engine.refresh(located), perform)
+                            self.drafts.start(now, summarizer or self._sync)
+                    return done
                 except LeaseLost:
                     _log_lease_lost(located)
                 finally:
@@ -272,15 +280,22 @@ class ContextManager:
                     located = await drive_async(refresh, perform, offload=True)
                     if force is None and (done := self.ready(located)) is not None:
                         return done
+                    done = None
                     if draft is not None:
                         adopt, draft = self.engine.adopt(located, draft, waited_s=waited), None
                         adopted = await drive_async(adopt, perform, offload=True)
-                        if (done := self.drafts.adopted(adopted)) is not None:
-                            return done
-                        refresh = self.engine.refresh(located)
-                        located = await drive_async(refresh, perform, offload=True)
-                    steps = self.engine.steps(located, trigger=force or "threshold")
-                    return await drive_async(steps, perform, offload=True)
+                        if (done := self.drafts.adopted(adopted)) is None:
+                            refresh = self.engine.refresh(located)
+                            located = await drive_async(refresh, perform, offload=True)
+                    if done is None:
+                        steps = self.engine.steps(located, trigger=force or "threshold")
+                        done = await drive_async(steps, perform, offload=True)
+                    if force is None and self.drafts.next_due(located, done):
+                        with contextlib.suppress(StoreUnavailable):  # else: at the next request
+                            refresh = self.engine.refresh(located)
+                            now = await drive_async(refresh, perform, offload=True)
+                            self.drafts.astart(now, summarizer or self._async)
+                    return done
                 except LeaseLost:
                     _log_lease_lost(located)
                 finally:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, SecretStr, field_validator
 
 from ..core.config import CompactionConfig, ConfigurationModel, SummaryCapField
 from ..core.errors import ConfigurationError
 from ..core.results import Policy
+from .prepare_default import OFF, entry_prepare_ratio, is_off
 
 CONFIG_ENV = "SUMMARIZER_CONFIG"
 """The environment variable naming the config file when ``--config`` is not given."""
@@ -81,7 +82,8 @@ class ModelEntry(ConfigurationModel):
     reserve_output_tokens: int | None = Field(default=None, ge=0)
     trigger_ratio: float | None = Field(default=None, gt=0, le=1)
     target_ratio: float | None = Field(default=None, gt=0, le=1)
-    prepare_ratio: float | None = Field(default=None, gt=0, lt=1)
+    prepare_ratio: Annotated[float, Field(gt=0, lt=1)] | Literal["off"] | None = None
+    """This model's own prepare ratio; ``off`` (or 0): no drafts ahead of time for it."""
     keep_recent_tokens: int | None = Field(default=None, ge=0)
     max_summary_tokens: int | None = Field(default=None, gt=0)
     summary_cap_field: SummaryCapField | None = None
@@ -100,17 +102,24 @@ class ModelEntry(ConfigurationModel):
     def _upstream_url(cls, value: str | None) -> str | None:
         return None if value is None else check_upstream_url(value)
 
+    @field_validator("prepare_ratio", mode="before")
+    @classmethod
+    def _prepare_off(cls, value: Any) -> Any:
+        return OFF if value is not None and is_off(value) else value
+
     def compaction(self, base: CompactionConfig) -> CompactionConfig:
         """``base`` with this entry's own compaction fields on top (``ConfigurationError`` when
         the combination is invalid, e.g. a target not below the trigger)."""
         overrides = {
             name: getattr(self, name)
             for name in MODEL_COMPACTION_FIELDS
-            if getattr(self, name) is not None
+            if getattr(self, name) is not None and name != "prepare_ratio"
         }
-        if not overrides:
+        if not overrides and self.prepare_ratio is None:
             return base
-        return CompactionConfig(**{**dict(base), **overrides})
+        merged = {**dict(base), **overrides}
+        merged["prepare_ratio"] = entry_prepare_ratio(self.prepare_ratio, base, merged)
+        return CompactionConfig(**merged)
 
 
 def read_config_file(path: str | Path, environ: Mapping[str, str]) -> dict[str, Any]:

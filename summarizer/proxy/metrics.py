@@ -144,7 +144,8 @@ class ProxyMetrics:
             "Compactions drafted ahead of time (--prepare-ratio), by what became of them: "
             "'started', 'adopted' (a request over the trigger used it), 'deferred' (one that "
             "still fit went out as it was while the draft was written), 'waited' (one that did "
-            "not fit waited for it), 'stale' (the conversation moved elsewhere: dropped), "
+            "not fit waited for it), 'stale' (its conversation was compacted another way: "
+            "dropped), 'evicted' (dropped unused by the bounds: 4 per session, 256 in all), "
             "'failed' (its summaries failed, or it found nothing to compact), 'busy' (not "
             "started: too many under way).",
             ["outcome"],

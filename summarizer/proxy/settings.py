@@ -27,6 +27,8 @@ from .config_file import (
     check_upstream_url,
     read_config_file,
 )
+from .cross_site import normalize_origin
+from .prepare_default import with_prepare_default
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 ENV_PREFIX = "SUMMARIZER_"
@@ -100,6 +102,10 @@ class Settings(ConfigurationModel):
     """The keys a client must send one of (none: any client may use the proxy). Given as keys
     (``SUMMARIZER_CLIENT_KEYS`` is comma-separated) and held only as their ``sha256:<hex>``
     digests; a value already of that form is taken as a digest."""
+    allow_origins: frozenset[str] = frozenset()
+    """Web origins (``scheme://host[:port]``) whose pages may use the proxy, with CORS answers;
+    a page of any other origin is refused (``proxy.cross_site``). ``SUMMARIZER_ALLOW_ORIGINS``
+    is comma-separated."""
     body_read_timeout: float = Field(default=30.0, gt=0)
     """Seconds to wait for each next piece of a request body before answering 408."""
     responses_upstream: Literal["responses", "chat"] = "responses"
@@ -166,6 +172,17 @@ class Settings(ConfigurationModel):
             raise ValueError("client keys must be strings")
         return frozenset(key_digest(key.strip()) for key in keys if key.strip())
 
+    @field_validator("allow_origins", mode="before")
+    @classmethod
+    def _normalize_origins(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.split(",")
+        if not isinstance(value, (list, tuple, set, frozenset)):
+            return value
+        if not all(isinstance(origin, str) for origin in value):
+            raise ValueError("origins must be strings")
+        return frozenset(normalize_origin(origin) for origin in value if origin.strip())
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _lower_level(cls, value: Any) -> Any:
@@ -177,14 +194,14 @@ class Settings(ConfigurationModel):
         if not isinstance(data, Mapping):
             return data
         given = {name: data[name] for name in COMPACTION_SETTINGS if name in data}
-        if not given:
-            return data
+        if not given:  # drafting ahead of time is on unless turned off (``prepare_default``)
+            return {**data, "compaction": with_prepare_default(data.get("compaction"))}
         if "compaction" in data:
             raise ValueError(
                 f"set {', '.join(given)} in compaction=, or as settings without it, not both"
             )
         rest = {name: value for name, value in data.items() if name not in given}
-        return {**rest, "compaction": given}
+        return {**rest, "compaction": with_prepare_default(given)}
 
     @model_validator(mode="after")
     def _models_fit(self) -> Settings:
