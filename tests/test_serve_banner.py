@@ -49,7 +49,11 @@ def test_the_banner_names_everything_an_operator_checks_and_no_secret() -> None:
     assert "each model's known window" in text and "--context-window" in text
     assert "recording  on" in text and "summarizer sessions --store" in text
     fixed = "\n".join(banner_lines(Settings(context_window=32_000, trigger_ratio=0.7)))
-    assert "32,000 tokens for every model; compact above 70%" in fixed
+    assert (
+        "32,000 tokens for every model; compact above 70% of it, drafted ahead above 55%" in fixed
+    )
+    off = "\n".join(banner_lines(Settings(prepare_ratio=None)))
+    assert "(no drafts ahead: --prepare-ratio off)" in off
     assert "open: any client" in fixed and "each client's own key upstream" in fixed
     # How to point the coding agents at it, and a window too small for Claude Code named.
     assert "ANTHROPIC_BASE_URL=http://127.0.0.1:8787 CLAUDE_CODE_MAX_OUTPUT_TOKENS=8000" in text

@@ -35,8 +35,13 @@ def window_line(settings: Settings) -> str:
             "each model's known window; a model the registry does not know is forwarded "
             "unmanaged (set --context-window)"
         )
+    ahead = (
+        f", drafted ahead above {config.prepare_ratio:.0%}"
+        if config.prepare_ratio is not None
+        else " (no drafts ahead: --prepare-ratio off)"
+    )
     return (
-        f"{rule}; compact above {config.trigger_ratio:.0%} of it, down to "
+        f"{rule}; compact above {config.trigger_ratio:.0%} of it{ahead}, down to "
         f"{config.target_ratio:.0%}, policy {config.policy}"
     )
 
