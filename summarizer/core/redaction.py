@@ -90,11 +90,7 @@ def redact_checkpoint(checkpoint: Checkpoint, secrets: Sequence[str] = ()) -> Ch
     }
     if overrides != checkpoint.overrides:
         update["overrides"] = overrides
-    for name in ("summary", "ledger", "failure"):
-        value = getattr(checkpoint, name)
-        cleaned = redact(value, secrets)
-        if cleaned != value:
-            update[name] = cleaned
+    update.update(_redacted_texts(checkpoint, secrets))
     return checkpoint.model_copy(update=update) if update else checkpoint
 
 
@@ -106,9 +102,16 @@ def redact_slot(slot: Slot, secrets: Sequence[str] = ()) -> Slot:
     message = redact(slot.message, secrets, skip=OPAQUE_FIELDS)
     if message != slot.message:
         update["message"] = message
+    update.update(_redacted_texts(slot, secrets))
+    return slot.model_copy(update=update) if update else slot
+
+
+def _redacted_texts(holder: Checkpoint | Slot, secrets: Sequence[str]) -> dict[str, Any]:
+    """The ``summary``, ``ledger`` and ``failure`` of ``holder`` that redaction changes."""
+    update: dict[str, Any] = {}
     for name in ("summary", "ledger", "failure"):
-        value = getattr(slot, name)
+        value = getattr(holder, name)
         cleaned = redact(value, secrets)
         if cleaned != value:
             update[name] = cleaned
-    return slot.model_copy(update=update) if update else slot
+    return update
