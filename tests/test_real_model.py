@@ -141,6 +141,9 @@ def test_a_session_through_the_proxy(llama: LlamaServer, tmp_path: Any) -> None:
             context_window=N_CTX,
             max_summary_tokens=SUMMARY_TOKENS,
             upstream_timeout=900,
+            # Each compaction where the trigger is, as before drafts ahead of time became the
+            # proxy's default: with them, one summary of this session's applied, not two.
+            prepare_ratio=None,
         )
         pairs: list[tuple[int, int]] = []
         with ProxyServer(settings, on_compaction=events.append) as proxy:
