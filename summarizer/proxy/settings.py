@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -163,25 +163,12 @@ class Settings(ConfigurationModel):
     @field_validator("client_keys", mode="before")
     @classmethod
     def _digest_client_keys(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = value.split(",")
-        if not isinstance(value, (list, tuple, set, frozenset)):
-            return value
-        keys = [v.get_secret_value() if isinstance(v, SecretStr) else v for v in value]
-        if not all(isinstance(key, str) for key in keys):
-            raise ValueError("client keys must be strings")
-        return frozenset(key_digest(key.strip()) for key in keys if key.strip())
+        return _string_set(value, "client keys", lambda key: key_digest(key.strip()))
 
     @field_validator("allow_origins", mode="before")
     @classmethod
     def _normalize_origins(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = value.split(",")
-        if not isinstance(value, (list, tuple, set, frozenset)):
-            return value
-        if not all(isinstance(origin, str) for origin in value):
-            raise ValueError("origins must be strings")
-        return frozenset(normalize_origin(origin) for origin in value if origin.strip())
+        return _string_set(value, "origins", normalize_origin)
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -276,3 +263,16 @@ class Settings(ConfigurationModel):
         if self.db is None:
             return default_db_path()
         return ":memory:" if str(self.db) == ":memory:" else self.db
+
+
+def _string_set(value: Any, what: str, convert: Callable[[str], str]) -> Any:
+    """A comma-separated string or a collection of strings (secrets read out) as the frozenset
+    of ``convert`` of each non-blank one; any other value is left for the field's validation."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, (list, tuple, set, frozenset)):
+        return value
+    items = [v.get_secret_value() if isinstance(v, SecretStr) else v for v in value]
+    if not all(isinstance(item, str) for item in items):
+        raise ValueError(f"{what} must be strings")
+    return frozenset(convert(item) for item in items if item.strip())
