@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from summarizer.cli.convert import convert_app
 from summarizer.core.errors import ConversionError
 from summarizer.evaluation.converters import (
+    check_commands,
     convert_claude_code,
     failing_tests,
     key_commands,
@@ -114,6 +115,26 @@ def test_patch_identifiers_across_languages() -> None:
     ]
 
 
+def test_check_commands_of_every_toolchain() -> None:
+    lines = [
+        "cd /repo && go test ./... 2>&1 | tail -5",
+        "MIX_ENV=test mix test test/a_test.exs",
+        "cargo clippy --all-targets; npm run lint",
+        "./gradlew test > out.txt",
+        "ls -la && git status && grep -n foo bar.py",
+        "bundle exec rspec spec/a_spec.rb",
+        "go test ./...",
+    ]
+    assert check_commands(lines) == [
+        "go test ./...",
+        "mix test test/a_test.exs",
+        "cargo clippy --all-targets",
+        "npm run lint",
+        "./gradlew test",
+        "bundle exec rspec spec/a_spec.rb",
+    ]
+
+
 def test_failing_tests_and_key_commands() -> None:
     log = "FAIL: test_a (pkg.tests.T)\nERROR: test_b (__main__.C)\nFAILED t/test_x.py::test_c"
     assert failing_tests(log) == ["test_a", "test_b", "t/test_x.py::test_c"]
@@ -169,6 +190,8 @@ def test_claude_code_session_before_its_compaction() -> None:
             "error",
             "** (RuntimeError) no :secret_key_base configuration found in SpotterWeb.Endpoint.",
         ),
+        # What the user typed after the task; not "[Request interrupted by user for tool use]".
+        ("user-1", "constraint", "Set secret_key_base in config/test.exs instead, then continue."),
     ]
     assert case.facts[0].aliases == [
         "/home/USER/projects/spotter-worktrees/spotter-gqc/lib/spotter/transcripts/annotation.ex"
@@ -247,4 +270,7 @@ def test_both_claude_code_sessions_convert_with_their_summary() -> None:
         [given] = case.summaries
         assert given.covers == len(case.messages) > 100
         assert given.text.startswith("This session is being continued")
-        assert {f.kind for f in case.facts} == {"path", "command", "error"}
+        assert {"path", "command", "error"} <= {f.kind for f in case.facts}
+        # Test, build and lint commands count whatever their outcome; Elixir's here.
+        ran = [f.text for f in case.facts if f.id.startswith("ran-")]
+        assert "mix test" in ran and any(c.startswith("mix credo --strict") for c in ran)

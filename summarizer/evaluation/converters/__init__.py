@@ -15,7 +15,8 @@ Four sources:
 - **Claude Code** session transcripts (``.jsonl``): the conversation before its first
   compaction, in Chat Completions form; the summary Claude Code wrote becomes the case's
   ``given`` summary; gold facts are the files it edited, the commands that failed and their
-  errors (``claude_code``).
+  errors, the test, build and lint commands it ran, and what the user typed after the task
+  (``claude_code``).
 
 Messages are rebuilt, never passed through: only the keys OpenAI's Chat Completions accepts for
 each role are kept (``agent``, ``thought``, ``action``, ``message_type``, ... are dropped),
@@ -30,7 +31,14 @@ from __future__ import annotations
 
 from .chat import action_identifiers, convert_chat
 from .claude_code import convert_claude_code
-from .evidence import error_lines, failing_tests, key_commands, patch_files, patch_identifiers
+from .evidence import (
+    check_commands,
+    error_lines,
+    failing_tests,
+    key_commands,
+    patch_files,
+    patch_identifiers,
+)
 from .files import read_chat, read_claude_code, read_mini_swe_agent, read_swe_agent
 from .messages import openai_messages
 from .mini_swe_agent import convert_mini_swe_agent
@@ -38,6 +46,7 @@ from .swe_agent import convert_swe_agent
 
 __all__ = [
     "action_identifiers",
+    "check_commands",
     "convert_chat",
     "convert_claude_code",
     "convert_mini_swe_agent",

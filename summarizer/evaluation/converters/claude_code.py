@@ -15,8 +15,13 @@ Gold facts, from the transcript's own structure rather than from text rules:
   (its result not an error), relative to the session's working directory (the absolute path is
   an alias);
 - ``command``: every ``Bash`` command whose result was an error (first line), the user's refusals
-  of a tool call aside;
-- ``error``: in each such result, the first line that reads as an error (``Exit code N`` skipped).
+  of a tool call aside, and every command it ran that tests, builds or lints
+  (``evidence.check_commands``: ``mix test``, ``pytest``, ``cargo build``, ...), however it ended;
+- ``error``: in each failed result, the first line that reads as an error (``Exit code N``
+  skipped);
+- ``constraint``: what the user typed after the opening request (the opening one is the task,
+  which every strategy keeps), bounded to 200 characters: notifications, interruptions and
+  command echoes Claude Code writes in the user's name are not the user's words.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from ...core.errors import ConversionError
 from ..dataset import Case, GivenSummary, GoldFact, Probe
 from .anthropic import AnthropicBuilder, block_text
 from .cases import _unique, _validated
-from .evidence import plain_command
+from .evidence import check_commands, plain_command
 from .messages import openai_messages
 
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
@@ -43,6 +48,7 @@ _ERROR_WORDS = re.compile(
     r"|\*\* \("
 )
 _REFUSAL = "The user doesn't want to proceed with this tool use"
+_NOT_TYPED = ("<", "[Request interrupted", "Caveat:")
 
 
 def _bounded(text: str) -> str:
@@ -73,7 +79,20 @@ class _Facts:
         self.calls: dict[str, tuple[str, Mapping[str, Any]]] = {}
         self.paths: list[tuple[str, str]] = []
         self.commands: list[str] = []
+        self.ran: list[str] = []
         self.errors: list[str] = []
+        self.typed: list[str] = []
+
+    def user_words(self, content: Any) -> None:
+        """Keep what the user typed (a text message, not tool results or Claude Code's notes)."""
+        if isinstance(content, list):
+            if any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content):
+                return
+            content = block_text(content)
+        if isinstance(content, str) and content.strip():
+            text = content.strip()
+            if not text.startswith(_NOT_TYPED):
+                self.typed.append(_bounded(text))
 
     def tool_uses(self, content: Any) -> None:
         for block in content if isinstance(content, list) else ():
@@ -82,6 +101,9 @@ class _Facts:
             name, arguments = str(block.get("name")), block.get("input")
             arguments = arguments if isinstance(arguments, Mapping) else {}
             self.calls[str(block.get("id"))] = (name, arguments)
+            command = arguments.get("command")
+            if name == "Bash" and isinstance(command, str):
+                self.ran += check_commands(command.splitlines()[:1])
 
     def results(self, results: Iterable[Mapping[str, Any]]) -> None:
         for result in results:
@@ -121,8 +143,18 @@ class _Facts:
                 for n, text in enumerate(_unique(self.commands), start=1)
             ),
             *(
+                GoldFact(id=f"ran-{n}", text=text, kind="command")
+                for n, text in enumerate(
+                    [c for c in _unique(self.ran) if c not in self.commands], start=1
+                )
+            ),
+            *(
                 GoldFact(id=f"error-{n}", text=text, kind="error")
                 for n, text in enumerate(_unique(self.errors), start=1)
+            ),
+            *(
+                GoldFact(id=f"user-{n}", text=text, kind="constraint")
+                for n, text in enumerate(_unique(self.typed[1:]), start=1)
             ),
         ]
 
@@ -160,6 +192,7 @@ def convert_claude_code(records: list[Any], *, source: str) -> Case:
             if isinstance(message.get("model"), str):
                 models.append(message["model"])
         else:
+            facts.user_words(message.get("content"))
             facts.results(builder.add_user(message.get("content")))
     messages = openai_messages(builder.finish(), where=source)
     if not messages:

@@ -32,6 +32,15 @@ _TEST_COMMAND = re.compile(
     r"(?:\S*python3?\s+-m\s+pytest|pytest|py\.test|\S*python3?\s+\S*runtests\.py"
     r"|\S*runtests\.py|\S*bin/test|tox|nox)(?:\s.*)?"
 )
+_ENV_PREFIX = re.compile(r"(?:[A-Za-z_]\w*=\S*\s+)+")
+_CHECK_COMMAND = re.compile(
+    r"(?:\S*python3?\s+-m\s+(?:pytest|unittest|mypy|ruff|tox)|pytest|py\.test|tox|nox"
+    r"|\S*runtests\.py|go\s+(?:test|build|vet)|cargo\s+(?:test|build|check|clippy|nextest)"
+    r"|(?:npm|pnpm|yarn|bun)\s+(?:test|run\s+\S+|build|lint)|npx\s+(?:jest|vitest|tsc|eslint)"
+    r"|jest|vitest|tsc|eslint|ruff|mypy|mix\s+(?:test|compile|credo|format|dialyzer)"
+    r"|\.?/?mvnw?|\.?/?gradlew?|g?make|ctest|dotnet\s+(?:test|build)|bundle\s+exec"
+    r"|rspec|rake|phpunit|swift\s+(?:test|build)|flutter\s+test|dart\s+test)(?:\s.*)?"
+)
 
 
 def patch_files(patch: str) -> list[str]:
@@ -124,6 +133,19 @@ def key_commands(command_lines: Iterable[str]) -> list[str]:
         elif tests is None and _TEST_COMMAND.fullmatch(segment):
             tests = segment
     return [command for command in (reproduce, tests) if command is not None]
+
+
+def check_commands(command_lines: Iterable[str]) -> list[str]:
+    """Every distinct command that tests, builds or lints, in any toolchain (``pytest``,
+    ``go test``, ``cargo build``, ``npm test``, ``mix test``, ``mvn``, ``gradle``, ``make``,
+    ``dotnet test``, ``bundle exec rspec``, ...): each a single segment of its line, leading
+    ``VAR=x`` assignments and redirections off."""
+    found = []
+    for segment in _segments(command_lines):
+        segment = _ENV_PREFIX.sub("", segment, count=1) if _ENV_PREFIX.match(segment) else segment
+        if _CHECK_COMMAND.fullmatch(segment):
+            found.append(plain_command(segment))
+    return _unique(found)
 
 
 def numbered(prefix: str, kind: str, texts: Iterable[str]) -> list[GoldFact]:
