@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import given, settings
@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from summarizer.core.facts import (
-    EVICTION_ORDER,
     KIND_ORDER,
     LEDGER_HEADER,
     Fact,
+    FactRole,
     extract_facts,
+    importance,
     mentions,
     merge_ledger,
     normalize_fact_text,
@@ -45,8 +46,8 @@ def pairs(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(fact.kind, fact.text) for fact in extract_facts(messages)]
 
 
-def F(kind: Any, text: str) -> Fact:
-    return Fact(kind=kind, text=text)
+def F(kind: Any, text: str, role: Any = None) -> Fact:
+    return Fact(kind=kind, text=text, role=role)
 
 
 def words(text: str) -> int:
@@ -119,7 +120,7 @@ def test_pytest_failure_output() -> None:
         ("error", "KeyError: 'bob'"),  # only the first line of the "E" block, gutter removed
         ("error", "FAILED tests/test_models.py::test_user_lookup - KeyError: 'bob'"),
         ("test", "tests/test_models.py::test_user_lookup"),
-        ("quantity", "0.05s"),
+        # "1 failed in 0.05s": how long the run took is a timing, not a fact
     ]
 
 
@@ -263,7 +264,7 @@ def test_commands_from_tool_call_arguments_and_prompts() -> None:
         call("exec", {"cmd": ["bash", "-lc", "git log --oneline -5"]}),
         call("exec", {"cmd": ["ls", "-la", "src"]}),
         call("broken", '{"command": "unterminated'),
-        {"role": "user", "content": "I ran:\n$ ruff check summarizer\n$ 5 is the price"},
+        {"role": "assistant", "content": "I ran:\n$ ruff check summarizer\n$ 5 is the price"},
     ]
     assert pairs(messages) == [
         ("command", "cd /work/proj && pytest -x tests/test_models.py"),
@@ -280,11 +281,10 @@ def test_quantities_need_a_unit() -> None:
         "Set the timeout to 30s and memory to 512 MiB; latency went from 200 ms to 1.5 sec. "
         "95% of 1,000 tokens, 128k tokens, 8GB, 50 rps, listening on port 8080."
     )
-    assert pairs([{"role": "user", "content": text}]) == [
+    assert pairs([{"role": "assistant", "content": text}]) == [
         ("quantity", "30s"),
         ("quantity", "512 MiB"),
-        ("quantity", "200 ms"),
-        ("quantity", "1.5 sec"),
+        ("quantity", "200 ms"),  # a measured duration ("1.5 sec", "0.3s") is not a fact
         ("quantity", "95%"),
         ("quantity", "1,000 tokens"),
         ("quantity", "128k tokens"),
@@ -317,6 +317,7 @@ def test_dedupe_across_messages_keeps_first_appearance() -> None:
     ]
     assert pairs(messages) == [
         ("path", "./src/app/models.py"),
+        ("constraint", "Please fix ./src/app/models.py"),  # what the user asked, whole
         ("error", "src\\app\\models.py:12: error: boom"),
     ]
 
@@ -331,6 +332,7 @@ def test_order_is_first_appearance_across_roles_and_content_parts() -> None:
     assert pairs(messages) == [
         ("path", "/srv/repo"),
         ("quantity", "2 GB"),
+        ("constraint", "Bump to 2 GB"),
         ("command", "cat conf/app.yaml"),
         ("path", "conf/app.yaml"),
         ("error", "ValueError: missing key"),
@@ -480,43 +482,55 @@ def test_score_of_no_facts_is_perfect() -> None:
 # --- merge, render, parse ---------------------------------------------------------------------
 
 
-PREVIOUS = [F("path", "src/a.py"), F("error", "KeyError: 'x'")]
-NEW = [F("test", "tests/t.py::test_a"), F("command", "pytest -x"), F("path", "./SRC/a.py")]
+PREVIOUS = [F("path", "src/a.py", "edited"), F("error", "KeyError: 'x'")]
+NEW = [F("test", "tests/t.py::test_a"), F("command", "ls -la", "ran"), F("path", "./SRC/a.py")]
 
 
-def test_merge_puts_new_first_newest_first_and_dedupes() -> None:
+def test_merge_orders_by_importance_new_first_and_dedupes() -> None:
     merged = merge_ledger(PREVIOUS, NEW, max_tokens=1000, count_tokens=words)
     assert merged == [
-        F("path", "./SRC/a.py"),  # the newest text of a repeated fact wins
-        F("command", "pytest -x"),
-        F("test", "tests/t.py::test_a"),
+        # The newest text of a repeated fact wins; it stays edited though only mentioned since.
+        F("path", "./SRC/a.py", "edited"),
+        F("test", "tests/t.py::test_a"),  # tier 1, new before previous
         F("error", "KeyError: 'x'"),
+        F("command", "ls -la", "ran"),  # exploring: tier 3
     ]
+    assert [importance(f) for f in merged] == [0, 1, 1, 3]
     assert merge_ledger(PREVIOUS, NEW, max_tokens=1000, count_tokens=words) == merged
 
 
-def test_merge_bound_gives_up_low_value_kinds_first() -> None:
+def test_merge_bound_gives_up_the_least_important_first() -> None:
     header = words(LEDGER_HEADER) + 1
-    # Line costs: path 3+1, command 4+1, test 3+1, error 4+1 (newest first in that order).
-    # The test id goes first, then the command: the old error outlives both.
-    assert merge_ledger(PREVIOUS, NEW, max_tokens=header + 4 + 5, count_tokens=words) == [
-        F("path", "./SRC/a.py"),
+    # Line costs: edited path 4+1, test 3+1, error 4+1, exploring command 5+1.
+    assert merge_ledger(PREVIOUS, NEW, max_tokens=header + 5 + 4 + 5, count_tokens=words) == [
+        F("path", "./SRC/a.py", "edited"),
+        F("test", "tests/t.py::test_a"),
         F("error", "KeyError: 'x'"),
     ]
     assert merge_ledger(PREVIOUS, NEW, max_tokens=header + 5, count_tokens=words) == [
-        F("error", "KeyError: 'x'")
+        F("path", "./SRC/a.py", "edited")
     ]
     assert merge_ledger(PREVIOUS, NEW, max_tokens=header, count_tokens=words) == []
     assert merge_ledger(PREVIOUS, NEW, max_tokens=0, count_tokens=words) == []
 
 
-def test_merge_bound_drops_the_oldest_within_a_kind() -> None:
+def test_merge_bound_drops_the_oldest_within_a_tier() -> None:
     header = words(LEDGER_HEADER) + 1
-    paths = [F("path", f"src/m{i}.py") for i in range(4)]  # 3 + 1 words each
-    assert merge_ledger([], paths, max_tokens=header + 8, count_tokens=words) == [
-        F("path", "src/m3.py"),
-        F("path", "src/m2.py"),
+    old = [F("path", f"src/old{i}.py", "edited") for i in range(2)]  # 4 + 1 words each
+    new = [F("path", f"src/new{i}.py", "edited") for i in range(2)]
+    assert merge_ledger(old, new, max_tokens=header + 15, count_tokens=words) == [
+        *new,
+        old[0],
     ]
+
+
+def test_a_flood_of_listings_never_pushes_out_an_edited_file() -> None:
+    header = words(LEDGER_HEADER) + 1
+    previous = [F("path", "src/core.py", "edited")]
+    listed = [F("path", f"pkg/m{i}.py") for i in range(50)]  # only mentioned, all newer
+    merged = merge_ledger(previous, listed, max_tokens=header + 30, count_tokens=words)
+    assert merged[0] == F("path", "src/core.py", "edited")
+    assert len(merged) == 7 and merged[1:] == listed[:6]
 
 
 @settings(max_examples=100, deadline=None)
@@ -525,36 +539,24 @@ def test_merged_ledger_renders_within_bound(max_tokens: int) -> None:
     merged = merge_ledger(PREVIOUS, NEW, max_tokens=max_tokens, count_tokens=words)
     assert words(render_ledger(merged)) <= max_tokens
     full = merge_ledger(PREVIOUS, NEW, max_tokens=10_000, count_tokens=words)
-    kept = iter(full)
-    assert all(fact in kept for fact in merged)  # an order-preserving subsequence
-    rank = {kind: i for i, kind in enumerate(EVICTION_ORDER)}
-    dropped = [f for f in full if f not in merged]
-    for gone in dropped:
-        for stay in merged:
-            assert rank[stay.kind] > rank[gone.kind] or (
-                stay.kind == gone.kind and full.index(stay) < full.index(gone)
-            )
+    assert merged == full[: len(merged)]  # the bound only ever cuts the bottom
 
 
-def test_render_groups_by_fixed_kind_order() -> None:
+def test_render_keeps_ledger_order_and_says_each_role() -> None:
     facts = [
+        F("path", "src/b.py", "edited"),
+        F("error", "KeyError: 'x'", "unresolved"),
         F("quantity", "30s"),
-        F("path", "src/b.py"),
-        F("error", "KeyError: 'x'"),
-        F("path", "src/a.py"),
     ]
     assert render_ledger(facts) == (
         f"{LEDGER_HEADER}\n"
-        "- error: KeyError: 'x'\n"
-        "- path: src/b.py\n"
-        "- path: src/a.py\n"
+        "- path (edited): src/b.py\n"
+        "- error (unresolved): KeyError: 'x'\n"
         "- quantity: 30s"
     )
     assert render_ledger([]) == ""
-    assert KIND_ORDER[0] == "error"
-    assert sorted(KIND_ORDER) == sorted(
-        ["path", "url", "identifier", "error", "command", "test", "commit", "quantity"]
-    )
+    kinds = ["path", "url", "identifier", "error", "command", "test", "commit", "quantity"]
+    assert sorted(KIND_ORDER) == sorted([*kinds, "constraint"])
 
 
 def test_parse_finds_the_last_ledger_inside_a_summary() -> None:
@@ -578,19 +580,16 @@ facts_strategy = st.lists(
         Fact,
         kind=st.sampled_from(KIND_ORDER),
         text=st.text(min_size=1, max_size=80).filter(lambda t: t.strip() != ""),
+        role=st.one_of(st.none(), st.sampled_from(get_args(FactRole))),
     ),
     max_size=12,
 )
-
-
-def grouped(facts: list[Fact]) -> list[Fact]:
-    return sorted(facts, key=lambda f: KIND_ORDER.index(f.kind))
 
 
 @settings(max_examples=300, deadline=None)
 @given(facts_strategy)
 def test_render_parse_round_trip(facts: list[Fact]) -> None:
     rendered = render_ledger(facts)
-    assert parse_ledger(rendered) == grouped(facts)
-    assert parse_ledger(f"Summary text.\n\n{rendered}") == grouped(facts)
+    assert parse_ledger(rendered) == facts
+    assert parse_ledger(f"Summary text.\n\n{rendered}") == facts
     assert render_ledger(parse_ledger(rendered)) == rendered

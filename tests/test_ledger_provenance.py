@@ -163,5 +163,6 @@ def test_only_summaries_are_skipped() -> None:
     assert not any(is_summary_message(m) for m in messages[:1])
     assert [(f.kind, f.text) for f in extract_facts(messages)] == [
         ("path", "src/app.py"),
+        ("constraint", "What does the [Context summary] marker in src/app.py mean?"),
         ("path", "src/frame.py"),
     ]

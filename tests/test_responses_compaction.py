@@ -16,7 +16,7 @@ from summarizer.core.codecs.responses_compaction import (
     is_ours,
 )
 from summarizer.core.config import Budget, CompactionConfig, resolve_budget
-from summarizer.core.facts.extraction import extract_facts
+from summarizer.core.facts import extract_facts
 
 SECRET = b"k" * 32
 NS = "key-0123"

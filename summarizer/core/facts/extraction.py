@@ -1,11 +1,28 @@
-"""Extracting the facts of a span of conversation (``extract_facts``): every message's text,
-tool-call arguments and outputs scanned line by line, by first appearance, summaries skipped.
-Precision over recall: long whitespace-free runs are skipped."""
+"""The facts one message states (``_message_facts``): its text, tool-call arguments and outputs
+scanned line by line, in order of position. ``survey`` gathers them over a span.
+
+Tool-call arguments are JSON-decoded: their ``command``/``cmd`` is a command (not an editor
+tool's verb, such as ``view``), their path arguments (``path``, ``file_path``, ``directory``,
+...) are paths whatever their shape, and every string value is scanned. Commands also come from
+fenced shell blocks, from code spans that start with a known tool (``mix test``, ``./gradlew
+build``) and from ``$``/``PS>`` prompt lines (``commands``). Error lines are whole lines
+(bounded to 200 characters) that read as an error in any runtime (``errors``: exceptions,
+compiler diagnostics, test runners' failures, crashes); of pytest's ``E   `` block only the
+first line is kept, without the gutter; the constant ``Traceback (most recent call last):``
+header is not a fact, and exception names inside prose or code are not either; an ``ERR-``-style
+code is an error wherever it stands. Failing tests come from pytest ids, ``test_...`` names and
+Go, Rust and ExUnit failure lines. Identifiers come from identifier-like code spans, and from
+the codes (capitals and digits, ``HAT078``) an assistant or a user wrote; a code span of one
+lowercase word (`` `tests` ``, `` `lambda` ``) is a word, not an identifier;
+passing tests in verbose output and ``def test_...`` lines are skipped; quantities need a unit
+(or read ``port N``), and a measured duration (``0.3s``) is not one. Paths without a directory
+need a known extension or name (``recognizers._path``). Precision over recall: long
+whitespace-free runs are skipped."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,7 +32,6 @@ from ..messages import message_text
 from .commands import prompt_command, shell_commands, span_command
 from .errors import _LINE_HEAD, _bound, _error_line, error_codes, failed_test
 from .fact import Fact, FactKind, _strip_edges
-from .provenance import is_summary_message
 from .recognizers import _BARE_NAMES, _QTY_RE, _commit, _path, _quantity
 
 _MAX_TOKEN = 300  # a longer whitespace-free run is never a path, test id or commit
@@ -26,6 +42,7 @@ _PATH_KEYS = frozenset(
         *("directory", "dir", "cwd", "workdir", "working_dir", "paths", "files"),
     }
 )
+_EDITOR_VERBS = frozenset({"view", "create", "str_replace", "insert", "undo_edit"})
 _SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "pwsh", "powershell"})
 
 _URL_RE = re.compile(r"https?://[^\s<>\"'`{}|\\^\[\]]{1,2048}")
@@ -42,13 +59,15 @@ _PASS_LINE_RE = re.compile(
 _COMMIT_WORD_RE = re.compile(r"(?i)\b(?:commit\w*|sha|rev(?:ision)?|head|merged?|cherry-pick)\b")
 _PART_SPLIT_RE = re.compile(r"[=,]")
 _GUTTER_RE = re.compile(r"E {2,}(\S.*)")
+_CODE_ID_RE = re.compile(r"(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{5,12}")
 _PORT_RE = re.compile(r"(?i)\bport[ \t]*[:=]?[ \t]*(\d{2,5})\b")
 
 
 class _Collector:
     """Candidate facts of one message with their positions, for first-appearance order."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, said: bool = False) -> None:
+        self.said = said  # the text an assistant or a user wrote (not a tool's output)
         self.found: list[tuple[int, int, Fact]] = []
         self.added: set[tuple[str, str]] = set()  # a repeat is always at a later position
 
@@ -120,6 +139,7 @@ class _Collector:
         if (
             len(content) >= 2
             and _IDENT_RE.fullmatch(content)
+            and not (content.islower() and content.isalpha())  # `tests`, `lambda`, `src`
             and content.casefold() not in _IDENT_STOP
             and not _TEST_NAME_RE.fullmatch(content)
             and not _commit(content, True)
@@ -135,6 +155,8 @@ class _Collector:
             self.add(pos, "test", token)
         elif _commit(token, commit_context):
             self.add(pos, "commit", token)
+        elif self.said and _CODE_ID_RE.fullmatch(token):
+            self.add(pos, "identifier", token)  # HAT078, M05KNL: a code someone said
         elif "/" in token or "\\" in token or "." in token or token in _BARE_NAMES:
             for part in _PART_SPLIT_RE.split(token):
                 path = _path(_strip_edges(part))
@@ -186,7 +208,7 @@ def _calls(message: Mapping[str, Any]) -> Iterator[Any]:
 
 
 def _message_facts(message: Mapping[str, Any]) -> list[Fact]:
-    collector = _Collector()
+    collector = _Collector(said=message.get("role") in ("user", "assistant"))
     plain = {k: v for k, v in message.items() if k not in ("tool_calls", "function_call")}
     content = message_text(plain)
     collector.scan(content, 0)
@@ -199,7 +221,7 @@ def _message_facts(message: Mapping[str, Any]) -> list[Fact]:
         if isinstance(decoded, Mapping):
             for key in _COMMAND_KEYS:
                 command = _command(decoded.get(key))
-                if command is not None:
+                if command is not None and command not in _EDITOR_VERBS:
                     collector.add(base, "command", command)
             for path in _argument_paths(decoded):
                 collector.add(base, "path", path)
@@ -207,36 +229,3 @@ def _message_facts(message: Mapping[str, Any]) -> list[Fact]:
             collector.scan(piece, base)
             base += len(piece) + 1
     return [fact for _, _, fact in sorted(collector.found, key=lambda item: item[:2])]
-
-
-def extract_facts(messages: Sequence[Mapping[str, Any]]) -> list[Fact]:
-    """The facts in ``messages`` (all roles, tool calls and outputs), by first appearance.
-
-    Deduplicated by ``Fact.key``: the first occurrence's kind and text are kept. Tool-call
-    arguments are JSON-decoded: their ``command``/``cmd`` is a command, their path arguments
-    (``path``, ``file_path``, ``directory``, ...) are paths whatever their shape, and every string
-    value is scanned. Commands also come from fenced shell blocks, from code spans that start
-    with a known tool (``mix test``, ``./gradlew build``) and from ``$``/``PS>`` prompt lines
-    (``commands``). Error lines are whole lines (bounded to 200 characters) that read as an
-    error in any runtime (``errors``: exceptions, compiler diagnostics, test runners' failures,
-    crashes); of pytest's ``E   `` block only the first line is kept, without the gutter; the
-    constant ``Traceback (most recent call last):`` header is not a fact, and exception names
-    inside prose or code are not either; an ``ERR-``-style code is an error wherever it stands.
-    Failing tests come from pytest ids, ``test_...`` names and Go, Rust and ExUnit failure
-    lines. Identifiers come only from identifier-like code spans; passing tests in verbose
-    output and ``def test_...`` lines are skipped; quantities need a unit (or read ``port N``).
-    Paths without a directory need a known extension or name (``recognizers._path``).
-
-    Summary messages (``is_summary_message``) are skipped whole: a fact comes only from what the
-    agent and its tools said, never from what a model wrote about it.
-    """
-    facts: list[Fact] = []
-    seen: set[str] = set()
-    for message in messages:
-        if is_summary_message(message):
-            continue
-        for fact in _message_facts(message):
-            if fact.key not in seen:
-                seen.add(fact.key)
-                facts.append(fact)
-    return facts

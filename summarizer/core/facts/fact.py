@@ -8,8 +8,22 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-FactKind = Literal["path", "url", "identifier", "error", "command", "test", "commit", "quantity"]
-"""What a fact is about."""
+FactKind = Literal[
+    "path", "url", "identifier", "error", "command", "test", "commit", "quantity", "constraint"
+]
+"""What a fact is about (``constraint``: what the user asked, in the user's own words)."""
+
+FactRole = Literal[
+    "edited", "read", "failed", "passed", "ran", "unresolved", "resolved", "argument"
+]
+"""What the agent did with a fact, when its actions say so:
+
+- a path ``edited`` (a tool call or a shell command wrote it) or only ``read``;
+- a command run, and how it last ended: ``failed``, ``passed``, or ``ran`` (no outcome shown);
+  a test ``failed`` when a run reported it failing;
+- an error ``unresolved`` (no later run of the command that reported it passed) or
+  ``resolved``;
+- an identifier passed as a tool call's ``argument`` (an id, a code, a date)."""
 
 _LINE_BREAKS = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
@@ -21,6 +35,8 @@ class Fact(BaseModel):
 
     kind: FactKind
     text: str
+    role: FactRole | None = None
+    """What the agent did with it (None: only mentioned)."""
 
     @field_validator("text")
     @classmethod

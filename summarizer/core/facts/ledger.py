@@ -7,36 +7,27 @@ import re
 from collections.abc import Callable, Sequence
 from typing import get_args
 
-from .fact import Fact, FactKind
+from .fact import Fact, FactKind, FactRole
+from .importance import importance
 
 _KINDS: dict[str, FactKind] = {kind: kind for kind in get_args(FactKind)}
+_ROLES: dict[str, FactRole] = {role: role for role in get_args(FactRole)}
 KIND_ORDER: tuple[FactKind, ...] = (
-    *("error", "test", "command", "path"),
+    *("constraint", "error", "test", "command", "path"),
     *("identifier", "commit", "url", "quantity"),
 )
-"""The fixed order ``render_ledger`` groups kinds in (most important first)."""
-
-EVICTION_ORDER: tuple[FactKind, ...] = (
-    "quantity",
-    "test",
-    "identifier",
-    "url",
-    "command",
-    "path",
-    "commit",
-    "error",
-)
-"""Which kinds a full ledger gives up first."""
+"""Every kind of fact, the ones a reader needs first first."""
 
 LEDGER_HEADER = "## Fact ledger (extracted verbatim from the compacted turns)"
 """The line that opens a rendered ledger."""
 
-_ITEM_RE = re.compile(r"- ([a-z]+): (.+)")
+_ITEM_RE = re.compile(r"- ([a-z]+)(?: \(([a-z]+)\))?: (.+)")
 _LINE_OVERHEAD = 1  # the newline ending each rendered line
 
 
 def _render_line(fact: Fact) -> str:
-    return f"- {fact.kind}: {fact.text}"
+    role = f" ({fact.role})" if fact.role is not None else ""
+    return f"- {fact.kind}{role}: {fact.text}"
 
 
 def merge_ledger(
@@ -46,55 +37,47 @@ def merge_ledger(
     max_tokens: int,
     count_tokens: Callable[[str], int],
 ) -> list[Fact]:
-    """The next ledger, newest first, bounded to ``max_tokens`` as rendered.
+    """The next ledger, most important first, bounded to ``max_tokens`` as rendered.
 
-    ``new`` is taken in reverse (``extract_facts`` lists facts by first appearance, so the last
-    one first appeared most recently), then ``previous`` in its own order; a key seen earlier in
-    that sequence wins, so a fact seen again keeps its newest text. While the header plus every
-    line (``count_tokens`` of each + 1 for its newline) is over ``max_tokens``, facts are dropped
-    by kind in ``EVICTION_ORDER`` (quantities first, errors last), oldest first within a kind: a
-    flood of new test ids or timings never pushes out an old error or decision-bearing path.
+    ``new`` comes most important first (``rank_facts``), ``previous`` in its own (ledger) order.
+    A fact in both keeps its newest text and its newest role, or its earlier role when the new
+    span gives it none (a file edited before and only mentioned since is still edited). The
+    facts are ordered by ``importance``, the new before the previous within a tier; while the
+    header plus every line (``count_tokens`` of each + 1 for its newline) is over
+    ``max_tokens``, the last one goes: the least important, and of those the oldest. A flood of
+    new file listings or timings never pushes out an edited file or an unresolved error.
     """
-    ordered: list[Fact] = []
-    seen: set[str] = set()
-    for fact in [*reversed(new), *previous]:
-        if fact.key not in seen:
-            seen.add(fact.key)
-            ordered.append(fact)
+    merged: dict[str, Fact] = {}
+    for fact in new:
+        merged.setdefault(fact.key, fact)
+    for fact in previous:
+        kept = merged.get(fact.key)
+        if kept is None:
+            merged[fact.key] = fact
+        elif kept.role is None and fact.role is not None and kept.kind == fact.kind:
+            merged[fact.key] = kept.model_copy(update={"role": fact.role})
+    ordered = sorted(merged.values(), key=importance)  # stable: new first within a tier
     costs = [count_tokens(_render_line(fact)) + _LINE_OVERHEAD for fact in ordered]
     used = count_tokens(LEDGER_HEADER) + _LINE_OVERHEAD + sum(costs)
-    dropped: set[int] = set()
-    for kind in EVICTION_ORDER:
-        if used <= max_tokens:
-            break
-        for i in range(len(ordered) - 1, -1, -1):
-            if used <= max_tokens:
-                break
-            if ordered[i].kind == kind:
-                dropped.add(i)
-                used -= costs[i]
-    if used > max_tokens:  # only the header is left
-        return []
-    return [fact for i, fact in enumerate(ordered) if i not in dropped]
+    while ordered and used > max_tokens:
+        ordered.pop()
+        used -= costs.pop()
+    return ordered if used <= max_tokens else []
 
 
 def render_ledger(facts: Sequence[Fact]) -> str:
-    """The ledger block: header, then ``- kind: text`` lines grouped in ``KIND_ORDER``.
-
-    Within a kind, facts keep their ledger order. An empty ledger renders as ``""``.
-    """
+    """The ledger block: header, then one ``- kind (role): text`` line per fact (``- kind:
+    text`` without a role), in ledger order. An empty ledger renders as ``""``."""
     if not facts:
         return ""
-    rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
-    ordered = sorted(facts, key=lambda fact: rank[fact.kind])
-    return "\n".join([LEDGER_HEADER, *map(_render_line, ordered)])
+    return "\n".join([LEDGER_HEADER, *map(_render_line, facts)])
 
 
 def parse_ledger(text: str) -> list[Fact]:
     """Read back the facts of the last ledger block in ``text`` (``[]`` when there is none).
 
-    ``parse_ledger(render_ledger(facts))`` returns ``facts`` in rendered (kind-grouped) order.
-    Items of an unknown kind are skipped; the block ends at the first line that is not an item.
+    ``parse_ledger(render_ledger(facts))`` returns ``facts``. Items of an unknown kind are
+    skipped (an unknown role is dropped); the block ends at the first line that is not an item.
     """
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if line.strip() == LEDGER_HEADER]
@@ -107,5 +90,6 @@ def parse_ledger(text: str) -> list[Fact]:
             break
         kind = _KINDS.get(match[1])
         if kind is not None:
-            facts.append(Fact(kind=kind, text=match[2]))
+            role = _ROLES.get(match[2]) if match[2] else None
+            facts.append(Fact(kind=kind, text=match[3], role=role))
     return facts

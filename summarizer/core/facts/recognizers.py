@@ -36,6 +36,20 @@ Vagrantfile Pipfile Podfile Brewfile Cartfile Berksfile Guardfile Capfile Fastfi
 Tiltfile Earthfile go.mod go.sum go.work CMakeLists.txt
 """
 _BARE_NAMES = frozenset(_NAME_WORDS.split())
+_DOTFILE_WORDS = """
+.env .envrc .gitignore .gitattributes .gitmodules .gitkeep .github .gitlab .dockerignore
+.editorconfig .npmrc .nvmrc .yarnrc .babelrc .eslintrc .prettierrc .pylintrc .coveragerc .flake8
+.bashrc .zshrc .profile .netrc .vscode .idea .venv .tox .beads .python-version .tool-versions
+.node-version .ruby-version .clang-format .clang-tidy .mailmap .htaccess .terraform .cargo
+.config .ssh .aws .kube .devcontainer .husky .circleci .pytest_cache .mypy_cache .ruff_cache
+"""
+_DOTFILES = frozenset(_DOTFILE_WORDS.split())
+_ROOT_WORDS = """
+tmp etc usr var opt home bin sbin lib lib64 root srv mnt dev proc sys app workspace testbed repo
+src data code work workdir build dist
+"""
+_ROOTS = frozenset(_ROOT_WORDS.split())
+"""Directories a one-part rooted path may name (``/tmp``); ``/status`` is a URL's fragment."""
 _SPACED_UNITS = (
     r"(?i:[kmgtp]i?b)|bytes?|ms|µs|ns|secs?|seconds?|minutes?|mins?|hours?|hrs?|days?|%"
     r"|tokens?|requests?|req/s|rps|qps|rpm|tpm|tok/s|ops/s|[kMG]?Hz|fps"
@@ -44,16 +58,20 @@ _QTY_RE = re.compile(
     r"(?<![\w.\\/])(\d{1,15}(?:,\d{3})*(?:\.\d{1,6})?[kKM]?)"
     rf"(?:[ \t]?(?:{_SPACED_UNITS})|(s|h|B))(?![\w/]|\.\w)"
 )
+_DURATION_RE = re.compile(r"(?:\d|\s)(?:s|ms|µs|ns|secs?|seconds?|minutes?|mins?)$")
 _NOT_SECONDS_RE = re.compile(r"1[89]\d0|20\d0|[45]00")  # decades, HTTP "500s"
 
 
 def _path(token: str) -> str | None:
     """``token`` as a file path, or None. Precise rather than greedy:
 
-    a ``/``, ``./``, ``../``, ``~/``, drive or UNC prefix makes a path; otherwise ``a/b.ext``
+    a ``./``, ``../``, ``~/`` or drive prefix makes a path; ``/`` does with two parts, an
+    extension or a known root (``/tmp``); a ``\\`` or UNC prefix with two parts and an
+    extension (``\\w+`` and ``\\nDone`` are escapes); otherwise ``a/b.ext``
     (extension with a letter) or ``a/b/c``; ``a\\b`` needs an extension; a bare name needs a
-    known source extension, a dotfile name or a name like ``Makefile``. Never a URL, never
-    all-numeric parts (``1/2``, ``2024/01/02``), never ``and/or``. ``:line[:col]`` is dropped.
+    known source extension, a dotfile name (``_dotfile``) or a name like ``Makefile``. Never a
+    URL, never all-numeric parts (``1/2``, ``2024/01/02``), never ``and/or``. ``:line[:col]``
+    is dropped.
     """
     if "://" in token:
         return None
@@ -69,16 +87,32 @@ def _path(token: str) -> str | None:
         return None
     ext = _EXT_RE.search(parts[-1])
     has_ext = ext is not None and any(c.isalpha() for c in ext[1])
-    if prefix:
-        ok = prefix != "/" or len(body) >= 2
+    if prefix in ("\\", "\\\\"):
+        ok = has_ext and len(parts) >= 2  # ``\w+``, ``\nDone``, ``\\u2028``: escapes, not paths
+    elif prefix == "/" and len(parts) == 1:
+        ok = has_ext or body in _ROOTS  # ``/status``, ``/h1``: a URL's or a tag's fragment
+    elif prefix:
+        ok = True
     elif len(parts) == 1:
         bare_ext = ext is not None and has_ext and ext[1].casefold() in _BARE_EXTS
-        ok = bare_ext or body in _BARE_NAMES or _DOTFILE_RE.fullmatch(body) is not None
+        ok = bare_ext or body in _BARE_NAMES or _dotfile(body)
     elif "\\" in body:
         ok = has_ext
     else:
         ok = has_ext or len(parts) >= 3
     return token if ok else None
+
+
+def _dotfile(name: str) -> bool:
+    """A bare dot-name that is a file: a known one (``.gitignore``, ``.env``), an ``rc`` or
+    ``ignore`` file, or one with a known extension (``.eslintrc.json``); never a bare extension
+    (``.sh``) or an attribute (``.order_by``, ``.netloc``)."""
+    if _DOTFILE_RE.fullmatch(name) is None:
+        return False
+    if name in _DOTFILES or name.endswith(("rc", "ignore")):
+        return True
+    last = name.rsplit(".", 1)[-1]
+    return name.count(".") >= 2 and last in _BARE_EXTS
 
 
 def _commit(token: str, commit_context: bool) -> bool:
@@ -90,6 +124,8 @@ def _commit(token: str, commit_context: bool) -> bool:
 def _quantity(line: str, match: re.Match[str]) -> bool:
     if match[2] == "s" and _NOT_SECONDS_RE.fullmatch(match[1]):
         return False
+    if "." in match[1] and _DURATION_RE.search(match[0]):
+        return False  # a measured duration ("0.3s", "1.25 sec"): a timing, not a setting
     before = line[max(0, match.start() - 4) : match.start()].rstrip(" ")
     after = line[match.end() : match.end() + 4].lstrip(" ")
     return not (before.endswith("[") and after.startswith("]"))  # pytest's "[ 50%]"
