@@ -23,8 +23,9 @@ Strategies (all compact at the same trigger to the same target, the project's
   M = 0 does not fit, the oldest units are dropped down to the target, for good.
 - ``masking (stepped)``: masking as a compaction: nothing changes until the trigger, then in one
   step the outputs older than the last M turns are masked, M the largest that lands under the
-  target (the evaluator's ``masking`` rule), then the oldest units are dropped if M = 0 is not
-  enough; append-only until the next trigger.
+  target (the rule the evaluator's ``masking`` followed before it became the engine's
+  ``masking`` policy), then the oldest units are dropped if M = 0 is not enough; append-only
+  until the next trigger.
 - ``no compaction``: every request is the raw ``messages[:i]``.
 
 Each request also records where an Anthropic-style client puts its explicit cache breakpoints:

@@ -10,10 +10,12 @@ Every message of ``sent`` is one of:
 - *replaced*: a raw ``tool`` message whose content summarizer cut to its head and tail (same role,
   ``tool_call_id`` and other fields; the content carries the marker of
   ``prompts/v2/truncated_output.md``, with only a head and a tail of the
-  original around it), or masked by the ``hybrid`` policy (same fields; the content is exactly
-  the placeholder of ``prompts/v2/masked_output.md``);
-- *summary*: a ``user`` message summarizer inserted (``[Context summary]``, or the mechanical
-  fallback of ``prompts/v2/fallback_summary.md``).
+  original around it), or masked by the ``hybrid`` or ``masking`` policy (same fields; the
+  content is exactly the placeholder of ``prompts/v2/masked_output.md``);
+- *summary*: a ``user`` message summarizer inserted (``[Context summary]``: a model's summary in
+  ``summary_frame.md``, or a note no model wrote and the fact ledger in ``mechanical_frame.md``,
+  the ``masking`` and ``ledger-only`` policies' and the fallback's; or the mechanical fallback of
+  ``prompts/v2/fallback_summary.md``).
 
 Verbatim and replaced messages map to strictly increasing raw indices; each run of raw messages
 missing between two of them (or before the first, or after the last) is stood in for by at least
@@ -65,7 +67,8 @@ def _marker(name: str) -> re.Pattern[str]:
 REPLACEMENT_MARKERS = (_marker("truncated_output"),)
 """What summarizer writes into a tool output it cuts to fit."""
 MASKED_OUTPUT = _marker("masked_output")
-"""What the ``hybrid`` policy writes in place of an old tool output (the whole content)."""
+"""What the ``hybrid`` and ``masking`` policies write in place of an old tool output (the whole
+content)."""
 
 
 def fail(rule: str, detail: str) -> AssertionError:

@@ -6,9 +6,12 @@ a valid conversation, of this conversation only and in raw order, keeping every 
 the latest user message and the final unit, fitting the window, and equal to what a fresh
 process over the same store would send. Summary calls go to a scripted summarizer (the engine's
 own seam for the model), told by the machine to answer, fail, answer empty or answer too long.
-The machine runs once per policy: ``self-summary``, and ``hybrid`` (old tool outputs masked
-first), where a compaction that only masked must also have made no summary call and landed at
-or under the target.
+The machine runs once per policy: ``self-summary``; ``hybrid`` (old tool outputs masked
+first), where a compaction that only masked must also have made no summary call and made the
+request smaller; and the two model-free policies, ``masking`` and ``ledger-only``, which must
+never make a summary call whatever the summarizer is told, and report every run they compact as
+a fact ledger (no verdict, no failure); ``masking`` must also have masked every tool output it
+could before compacting any run.
 
 Below the machine, the shortest programs it found on main (issue 11) are replayed as plain tests.
 """
@@ -29,14 +32,17 @@ from hypothesis.stateful import (
 )
 
 from summarizer import BudgetExceeded, ContextManager
-from summarizer.core.messages import content_text
+from summarizer.core.messages import content_text, group_units
 from summarizer.core.results import (
+    MODEL_FREE_POLICIES,
     CompactionEvent,
     Policy,
     PrepareResult,
     SummarizeCall,
     SummaryOutcome,
 )
+from summarizer.core.tokens import TokenCounter
+from summarizer.loaders.prompts import load_prompt
 
 from .growing_conversations import (
     FRACTION,
@@ -56,7 +62,14 @@ from .growing_conversations import (
     scale,
     tool_exchange,
 )
-from .invariants import FITS, check_fits, check_request, check_same_as_fresh, fail
+from .invariants import (
+    FITS,
+    MASKED_OUTPUT,
+    check_fits,
+    check_request,
+    check_same_as_fresh,
+    fail,
+)
 
 # About 30 s when every rule holds (2 cores). A failure is shrunk for up to Hypothesis's 5-minute
 # cap, then replayed from its example database in seconds on the next run.
@@ -186,9 +199,18 @@ class EngineConversations(GrowingConversations):
         event = result.event
         if event is not None and event.masked:
             outcome = "masked and summarized" if event.verdicts else "masked only"
+        if event is not None and event.ledger_only:
+            outcome = "masked and ledger" if event.masked else "ledger only"
         count_event(outcome)
         if event is not None:
-            check_policy(self.policy, event, result, summary_calls=self.summarizer.calls - calls)
+            check_policy(
+                self.policy,
+                event,
+                result,
+                summary_calls=self.summarizer.calls - calls,
+                keep_turns=self.mask_keep_turns,
+                counter=self.manager.engine.counter_for(MODEL),
+            )
         sent = result.messages
         check_request(
             raw,
@@ -246,19 +268,59 @@ class HybridConversations(EngineConversations):
         self.assistant_calls_tools(conversation, outputs, with_text=False)
 
 
-def check_policy(
-    policy: Policy, event: CompactionEvent, result: PrepareResult, *, summary_calls: int
-) -> None:
-    """What each policy promises of a compaction: ``self-summary`` masks nothing; under
-    ``hybrid`` a compaction that only masked asked for no summary and made the request smaller.
+class MaskingConversations(HybridConversations):
+    """The same with ``policy="masking"``: masking first, then the fact ledger alone."""
 
-    (It lands at or under the target unless the planner found nothing to summarize on the masked
-    view either: ``test_hybrid.py`` holds the target on conversations where it can be met.)
+    policy: Policy = "masking"
+
+
+class LedgerOnlyConversations(EngineConversations):
+    """The same with ``policy="ledger-only"``: the fact ledger alone, no model, no masking."""
+
+    policy: Policy = "ledger-only"
+
+
+MACHINES: dict[str, type[EngineConversations]] = {
+    "self-summary": EngineConversations,
+    "hybrid": HybridConversations,
+    "masking": MaskingConversations,
+    "ledger-only": LedgerOnlyConversations,
+}
+
+
+def check_policy(
+    policy: Policy,
+    event: CompactionEvent,
+    result: PrepareResult,
+    *,
+    summary_calls: int,
+    keep_turns: int,
+    counter: TokenCounter,
+) -> None:
+    """What each policy promises of a compaction: ``self-summary`` and ``ledger-only`` mask
+    nothing; a compaction that only masked (or masked and made fact ledgers) asked for no
+    summary and made the request smaller; ``masking`` and ``ledger-only`` never make a summary
+    call, whatever the summarizer would have answered, and every run they compact is a fact
+    ledger, no failure; ``masking`` masked every output it could before compacting a run.
+
+    (A masked compaction lands at or under the target unless the planner found nothing to
+    summarize on the masked view either: ``test_hybrid.py`` holds the target on conversations
+    where it can be met.)
     """
     if event.policy != policy:
         raise AssertionError(f"[policy] a {policy} engine reported a {event.policy} compaction")
-    if policy == "self-summary" and event.masked:
-        raise AssertionError(f"[policy] self-summary masked {event.masked} tool outputs")
+    if policy in ("self-summary", "ledger-only") and event.masked:
+        raise AssertionError(f"[policy] {policy} masked {event.masked} tool outputs")
+    if policy in MODEL_FREE_POLICIES:
+        if summary_calls:
+            raise AssertionError(f"[policy] {policy} made {summary_calls} summary calls")
+        if event.verdicts or event.failure or event.ledger_only != len(event.replaced):
+            raise AssertionError(
+                f"[policy] {policy}: verdicts {event.verdicts}, failure {event.failure!r}, "
+                f"{event.ledger_only} fact ledgers for {len(event.replaced)} runs replaced"
+            )
+    elif event.ledger_only:
+        raise AssertionError(f"[policy] {policy} made {event.ledger_only} model-free slots")
     if event.masked and not event.verdicts:
         if summary_calls:
             raise AssertionError(f"[policy] masking was enough, yet {summary_calls} summary calls")
@@ -267,15 +329,45 @@ def check_policy(
                 f"[policy] masking left {result.report.estimated_tokens} of "
                 f"{event.tokens_before} tokens"
             )
+    if policy == "masking" and event.ledger_only:
+        check_masked_first(result.messages, keep_turns=keep_turns, counter=counter)
+
+
+def check_masked_first(sent: list[Message], *, keep_turns: int, counter: TokenCounter) -> None:
+    """Under ``masking``, a compaction that had to compact runs masked every output it could
+    first: each tool output still sent whole is in the final unit or one of the newest
+    ``keep_turns`` assistant turns, or one the placeholder would not make smaller."""
+    units = group_units(sent)
+    turns = [u for u, unit in enumerate(units) if unit.kind in ("tool_exchange", "assistant")]
+    if keep_turns == 0:
+        newest = len(units) - 1  # the final unit is never masked
+    else:
+        newest = turns[-keep_turns] if keep_turns <= len(turns) else 0
+    placeholder = load_prompt("masked_output")
+    for unit in units[:newest]:
+        if unit.kind != "tool_exchange":
+            continue
+        for i in unit.indices:
+            message = sent[i]
+            content = content_text(message)
+            if message.get("role") != "tool" or MASKED_OUTPUT.fullmatch(content):
+                continue
+            tokens = counter.count_message(message)
+            masked = {**message, "content": placeholder.format(original_tokens=tokens)}
+            if counter.count_message(masked) < tokens:
+                raise AssertionError(
+                    f"[policy] masking compacted runs while sent[{i}], an old tool output of "
+                    f"{tokens} tokens, went unmasked"
+                )
 
 
 @pytest.mark.timeout(900)  # on a failure, Hypothesis shrinks each distinct bug for up to 5 min
-@pytest.mark.parametrize("policy", ["self-summary", "hybrid"])
+@pytest.mark.parametrize("policy", list(MACHINES))
 def test_engine_keeps_the_contract_on_random_conversations(tmp_path: Path, policy: Policy) -> None:
     """Every request of every random conversation keeps every rule of ``invariants``."""
     paths = (tmp_path / f"example-{n}.db" for n in itertools.count())
 
-    machine = HybridConversations if policy == "hybrid" else EngineConversations
+    machine = MACHINES[policy]
 
     class Conversations(machine):  # type: ignore[valid-type,misc]
         def __init__(self) -> None:
@@ -287,7 +379,7 @@ def test_engine_keeps_the_contract_on_random_conversations(tmp_path: Path, polic
 # -- regressions: programs the machine found on main (issue 11), shrunk and replayed as is --------
 
 
-@pytest.fixture(params=["self-summary", "hybrid"])
+@pytest.fixture(params=list(MACHINES))
 def state(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[EngineConversations]:
     machine = EngineConversations(tmp_path / "store.db", request.param)
     yield machine

@@ -118,6 +118,7 @@ def test_strategy_names_are_the_public_contract() -> None:
         "truncate",
         "ledger-only",
         "given",
+        "observation-masking",
     ]
     assert set(MODEL_STRATEGIES) == {
         "self-summary",
@@ -126,6 +127,8 @@ def test_strategy_names_are_the_public_contract() -> None:
         "hybrid",
     }
     assert set(OFFLINE_STRATEGIES) == {"masking", "truncate", "ledger-only", "given"}
+    # The published baseline runs when named, never by default.
+    assert "observation-masking" in STRATEGIES and "observation-masking" not in OFFLINE_STRATEGIES
 
 
 def test_an_unknown_strategy_is_refused_with_the_valid_names() -> None:
@@ -151,41 +154,40 @@ def test_truncate_drops_the_oldest_units_until_it_fits() -> None:
     assert result.compacted and result.summary is None and result.calls == []
 
 
-def test_masking_keeps_the_outputs_of_the_largest_number_of_recent_turns_that_fits() -> None:
+def test_masking_is_the_engines_masking_policy_oldest_outputs_first() -> None:
+    """``masking`` runs the engine's ``masking`` policy: where masking is enough it sends what
+    ``hybrid`` sends (the same masking), with no model at all."""
     case = make_case()
     task = job(case, ratio=0.5)
     result = STRATEGIES["masking"].compact(task)
-    assert result.met_budget
-    keep = int(result.notes[0].removeprefix("keep_turns="))
-    assert 0 < keep < 13
-    assert result.messages == mask_tool_outputs(
-        case.messages, keep_turns=keep, counter=COUNTER, version="v1"
-    )
-
-    def size(turns: int) -> int:
-        masked = mask_tool_outputs(case.messages, keep_turns=turns, counter=COUNTER, version="v1")
-        return request_tokens(COUNTER, masked, None)
-
-    assert size(keep) <= task.budget_tokens < size(keep + 1)
-    # Every message is still there; the old outputs are placeholders, the recent ones verbatim.
+    assert result.met_budget and result.compacted
+    assert result.calls == [] and result.summary is None
+    hybrid = STRATEGIES["hybrid"].compact(job(case, ratio=0.5, client=FakeModel()))
+    assert hybrid.calls == [] and result.messages == hybrid.messages
+    masked_count = int(next(n for n in result.notes if n.startswith("masked=")).split("=")[1])
+    assert not any(n.startswith("ledger_only=") for n in result.notes)
+    # Every message is still there; the oldest outputs are placeholders, the others verbatim.
     assert len(result.messages) == len(case.messages)
     assert_keeps_the_essentials(case, result.messages)
     outputs = [m["content"] for m in result.messages if m["role"] == "tool"]
     placeholder = load_prompt("masked_output").split("{")[0]
-    # 13 assistant turns: 12 tool calls, then the final reply (which has no output to keep).
-    masked = 13 - keep
-    assert all(o.startswith(placeholder) for o in outputs[:masked])
-    assert not any(o.startswith(placeholder) for o in outputs[masked:])
+    assert 0 < masked_count < len(outputs) - 3
+    assert all(o.startswith(placeholder) for o in outputs[:masked_count])
+    assert not any(o.startswith(placeholder) for o in outputs[masked_count:])
 
 
-def test_masking_drops_old_units_when_even_masking_everything_does_not_fit() -> None:
+def test_masking_falls_back_to_the_fact_ledger_when_masking_everything_is_not_enough() -> None:
     case = make_case(exchanges=30, lines=4)
     task = job(case, ratio=0.4)
     result = STRATEGIES["masking"].compact(task)
-    assert result.notes[0] == "keep_turns=0"
-    assert result.notes[1].startswith("dropped_units=") and result.notes[1] != "dropped_units=0"
-    assert result.met_budget
+    assert result.met_budget and result.calls == [] and result.summary is None
+    assert any(n.startswith("masked=") for n in result.notes)
+    assert "ledger_only=1" in result.notes
     assert_keeps_the_essentials(case, result.messages)
+    inserted = [m for m in result.messages if m["content"].startswith("[Context summary]")]
+    (slot,) = inserted
+    assert LEDGER_HEADER in slot["content"] and "no model summary" in slot["content"]
+    assert "written by you" not in slot["content"]
 
 
 def test_ledger_only_replaces_the_span_with_the_fact_ledger() -> None:
@@ -193,11 +195,17 @@ def test_ledger_only_replaces_the_span_with_the_fact_ledger() -> None:
     task = job(case)
     result = STRATEGIES["ledger-only"].compact(task)
     assert result.met_budget and result.calls == [] and result.summary is None
+    assert result.notes == ["ledger_only=1"]
     assert_keeps_the_essentials(case, result.messages)
     inserted = result.messages[2]
     assert inserted["role"] == "user" and LEDGER_HEADER in inserted["content"]
+    # The engine's ledger-only note, in the frame for text no model wrote: not a failure.
+    assert inserted["content"].startswith(load_prompt("mechanical_frame").split("{")[0])
+    assert "compacted mechanically, with no model summary" in inserted["content"]
+    assert "could not summarize" not in inserted["content"]
     # The error of turn 1 is gone from the kept turns but is in the ledger.
-    assert "- error: KeyError: 'discount_code' raised in" in inserted["content"]
+    ledger = inserted["content"].split(LEDGER_HEADER, 1)[1]
+    assert "KeyError: 'discount_code' raised in src/billing/discounts.py" in ledger
     assert not any(m is case.messages[5] for m in result.messages)
 
 
@@ -375,3 +383,40 @@ def test_the_summary_cap_reaches_the_summary_request(name: str, field: str, key:
     assert body[key] == 321
     other = "max_tokens" if key == "max_completion_tokens" else "max_completion_tokens"
     assert other not in body
+
+
+def test_observation_masking_keeps_the_outputs_of_the_largest_number_of_recent_turns() -> None:
+    case = make_case()
+    task = job(case, ratio=0.5)
+    result = STRATEGIES["observation-masking"].compact(task)
+    assert result.met_budget
+    keep = int(result.notes[0].removeprefix("keep_turns="))
+    assert 0 < keep < 13
+    assert result.messages == mask_tool_outputs(
+        case.messages, keep_turns=keep, counter=COUNTER, version="v1"
+    )
+
+    def size(turns: int) -> int:
+        masked = mask_tool_outputs(case.messages, keep_turns=turns, counter=COUNTER, version="v1")
+        return request_tokens(COUNTER, masked, None)
+
+    assert size(keep) <= task.budget_tokens < size(keep + 1)
+    # Every message is still there; the old outputs are placeholders, the recent ones verbatim.
+    assert len(result.messages) == len(case.messages)
+    assert_keeps_the_essentials(case, result.messages)
+    outputs = [m["content"] for m in result.messages if m["role"] == "tool"]
+    placeholder = load_prompt("masked_output").split("{")[0]
+    # 13 assistant turns: 12 tool calls, then the final reply (which has no output to keep).
+    masked = 13 - keep
+    assert all(o.startswith(placeholder) for o in outputs[:masked])
+    assert not any(o.startswith(placeholder) for o in outputs[masked:])
+
+
+def test_observation_masking_drops_old_units_when_masking_everything_does_not_fit() -> None:
+    case = make_case(exchanges=30, lines=4)
+    task = job(case, ratio=0.4)
+    result = STRATEGIES["observation-masking"].compact(task)
+    assert result.notes[0] == "keep_turns=0"
+    assert result.notes[1].startswith("dropped_units=") and result.notes[1] != "dropped_units=0"
+    assert result.met_budget
+    assert_keeps_the_essentials(case, result.messages)

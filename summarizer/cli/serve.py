@@ -92,8 +92,9 @@ def serve_command(
     policy: Annotated[
         str | None,
         typer.Option(
-            help="'self-summary' (the model summarizes old turns) or 'hybrid' (old tool outputs "
-            "are masked first; a summary only when that is not enough). (default: self-summary)"
+            help="'self-summary' (the model summarizes), 'hybrid' (old tool outputs masked "
+            "first, a summary if needed), 'masking' (masked first, the fact ledger if needed) or "
+            "'ledger-only' (the fact ledger); the last two call no model. (default: self-summary)"
         ),
     ] = None,
     log_format: Annotated[

@@ -22,11 +22,15 @@ TEST_MODEL_SIGNATURE = "(summarizer test model)"
 
 @cache
 def _summary_openings() -> tuple[str, ...]:
-    """How the proxy's summary messages open, in every prompt version: their frame's text up to
-    the first ``]`` (``[Context summary]``)."""
+    """How the proxy's summary messages open, in every prompt version: their frames' text up to
+    the first ``]`` (``[Context summary]``), the model's summaries' and the mechanical ones'."""
     from ..loaders.prompts import load_prompt
 
-    frames = (load_prompt("summary_frame", version) for version in ("v1", "v2"))
+    frames = (
+        load_prompt(name, version)
+        for name in ("summary_frame", "mechanical_frame")
+        for version in ("v1", "v2")
+    )
     return tuple({frame[: frame.index("]") + 1] for frame in frames})
 
 

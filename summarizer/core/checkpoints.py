@@ -8,8 +8,8 @@ differently turn is planned afresh (and may still reuse an earlier checkpoint of
 It rewrites by ``slots`` and ``overrides``. Each slot replaces one contiguous run of raw messages
 ``[start, end)`` with one inserted summary message; every other raw message is sent as is, or as
 its ``overrides`` replacement (a tool output cut to its head and tail, or masked by the
-``hybrid`` policy). So the rewritten conversation keeps the raw order of everything it keeps, and
-each summary sits exactly where the turns it stands for were.
+``hybrid`` or ``masking`` policy). So the rewritten conversation keeps the raw order of
+everything it keeps, and each summary sits exactly where the turns it stands for were.
 
 Invariant: ``rewrite`` is a pure function of the checkpoint and the raw messages, and a checkpoint
 survives a JSON round trip (``model_dump_json`` / ``model_validate_json``) unchanged, so the same
@@ -51,7 +51,8 @@ class Slot(BaseModel):
     message: dict[str, Any]
     """The exact message sent in place of the replaced run."""
     summary: str = ""
-    """The model's summary text, without framing or ledger."""
+    """The model's summary text, without framing or ledger; or the note standing in for one
+    (the mechanical fallback's, or the ``masking`` and ``ledger-only`` policies')."""
     ledger: list[dict[str, Any]] = Field(default_factory=list)
     """Facts as plain dicts ``{"kind": ..., "text": ...}`` carried in ``message``."""
     score: float | None = None

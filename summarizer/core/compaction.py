@@ -29,9 +29,9 @@ from .records import (
     log_compaction,
 )
 from .redaction import redact_checkpoint
-from .results import CompactionEvent, PrepareResult, Trigger
+from .results import MASKING_POLICIES, MODEL_FREE_POLICIES, CompactionEvent, PrepareResult, Trigger
 from .runs import summarize_runs
-from .summaries import FRAME_TOKENS, RunSummary
+from .summaries import FRAME_TOKENS, RunSummary, ledger_note_tokens
 from .tokens import Calibration
 
 
@@ -94,7 +94,7 @@ def draft_compaction(
         )
     masking = MaskPlan()
     planned = located  # the view the compaction works on: masked first under ``hybrid``
-    if config.policy == "hybrid":
+    if config.policy in MASKING_POLICIES:  # ``hybrid`` and ``masking``
         masking = _mask(engine, located, target=int(target / ratio))
         if masking.masks:
             planned = replace(located, view=masking.view)
@@ -109,7 +109,8 @@ def draft_compaction(
         if nothing and not masking.masks:
             return engine.unchanged(located)  # nothing to compact; it fits as it is
         # The runs are planned on the masked view, but summarized from the live one: the
-        # summary request stays a prefix of the last request, and sees what was just masked.
+        # summary request stays a prefix of the last request, and sees what was just masked
+        # (under a model-free policy, the ledger is extracted from the raw turns).
         summaries = yield from summarize_runs(
             located, plan, config=config, prompts=engine.prompts, ratio=ratio, window=window
         )
@@ -221,8 +222,8 @@ def commit_draft(
 
 
 def _mask(engine: Compacting, located: Located, *, target: int) -> MaskPlan:
-    """The ``hybrid`` policy's first step: old tool outputs masked toward ``target``
-    (counted tokens)."""
+    """The ``hybrid`` and ``masking`` policies' first step: old tool outputs masked toward
+    ``target`` (counted tokens)."""
     counter = located.counter
 
     def original(index: int) -> int:
@@ -253,10 +254,17 @@ def _plan(
     """The compaction of ``located.view`` toward ``target`` (provider tokens), in the
     window's ``limit``; ``BudgetExceeded`` in provider tokens when nothing fits.
     ``whole_summary``: reach the target by keeping fewer recent turns, never by shrinking the
-    summary's allowance (a draft's lower target would otherwise squeeze its cap)."""
+    summary's allowance (a draft's lower target would otherwise squeeze its cap).
+
+    Under a model-free policy a run's text is the ``ledger_summary`` note, of a fixed size: the
+    allowance is that note, the ledger and the frame, and only the ledger shrinks (to none at
+    the last resort)."""
     config = engine.config
     cap, ledger_cap = config.max_summary_tokens, config.ledger_max_tokens
-    smallest = min(cap, MIN_SUMMARY_CAP) + min(ledger_cap, MIN_LEDGER_TOKENS) + FRAME_TOKENS
+    smallest_cap, last_resort_cap = min(cap, MIN_SUMMARY_CAP), min(cap, LAST_RESORT_SUMMARY_CAP)
+    if config.policy in MODEL_FREE_POLICIES:
+        cap = smallest_cap = last_resort_cap = ledger_note_tokens(engine.prompts, located.counter)
+    smallest = smallest_cap + min(ledger_cap, MIN_LEDGER_TOKENS) + FRAME_TOKENS
     if whole_summary:
         smallest = cap + ledger_cap + FRAME_TOKENS
     try:
@@ -265,7 +273,7 @@ def _plan(
             fixed_tokens=located.fixed_tokens,
             summary_tokens=cap + ledger_cap + FRAME_TOKENS,
             min_summary_tokens=smallest,
-            last_resort_summary_tokens=min(cap, LAST_RESORT_SUMMARY_CAP) + FRAME_TOKENS,
+            last_resort_summary_tokens=last_resort_cap + FRAME_TOKENS,
             limit_tokens=int(limit / ratio),
             trigger_tokens=int(trigger_tokens / ratio),
             target_tokens=int(target / ratio),

@@ -152,7 +152,8 @@ class CompactionConfig(ConfigurationModel):
     summary_model: str | None = None
     """Model that writes summaries; default the request's own model."""
     ledger_max_tokens: int = Field(default=600, ge=0)
-    """Bound on the fact ledger appended to each summary."""
+    """Bound on the fact ledger appended to each summary (and of the ledger that stands alone
+    for a run under the ``masking`` and ``ledger-only`` policies)."""
     min_summary_score: float = Field(default=0.0, ge=0, le=1)
     """Below this fact score the summary is retried once with a stricter instruction."""
     tokenizer: str | None = None
@@ -166,14 +167,24 @@ class CompactionConfig(ConfigurationModel):
     on_failure: Literal["fallback", "raise"] = "fallback"
     """When summarization fails: compact deterministically (``fallback``) or raise."""
     policy: Policy = "self-summary"
-    """How a compaction makes room. ``self-summary``: the model summarizes the old turns.
-    ``hybrid``: observation masking first: old tool outputs (outside the newest
-    ``mask_keep_turns`` turns, the final turn and pinned turns) become a one-line placeholder,
-    oldest first, until the request is under the target, with no model call; only when masking
-    every such output is not enough does the model summarize (the masked view)."""
+    """How a compaction makes room.
+
+    - ``self-summary``: the model summarizes the old turns (the fact ledger appended).
+    - ``hybrid``: observation masking first: old tool outputs (outside the newest
+      ``mask_keep_turns`` turns, the final turn and pinned turns) become a one-line placeholder,
+      oldest first, until the request is under the target, with no model call; only when
+      masking every such output is not enough does the model summarize (the masked view).
+    - ``masking``: the same masking first; when it is not enough, the runs planned on the
+      masked view are compacted as ``ledger-only``. No model call, ever.
+    - ``ledger-only``: planned as ``self-summary``, but no model is asked: each run becomes a
+      note saying it was compacted mechanically (how many messages and tokens) and its fact
+      ledger (up to ``ledger_max_tokens``), extracted verbatim from the run's turns.
+
+    The two model-free policies compact at once, so the proxy does not draft them ahead of
+    time unless ``prepare_ratio`` is given."""
     mask_keep_turns: int = Field(default=3, ge=0)
-    """With ``policy="hybrid"``: the tool outputs of this many newest assistant turns are never
-    masked (nor the final turn's, whatever this is)."""
+    """With ``policy="hybrid"`` or ``"masking"``: the tool outputs of this many newest assistant
+    turns are never masked (nor the final turn's, whatever this is)."""
 
     @field_validator("pin", mode="before")
     @classmethod

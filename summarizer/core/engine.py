@@ -9,7 +9,9 @@ proxy and the evaluator share every decision, and no store, file or network call
 - ``refresh(located)``: the same turn after waiting (for a lock or a lease), with whatever
   checkpoint another thread or process wrote meanwhile;
 - ``steps(located)``: a compaction (with ``policy="hybrid"``, old tool outputs masked first, and
-  a summary only when that is not enough); ``observe(result, ...)``: the usage, calibrated.
+  a summary only when that is not enough; with ``"masking"``, the same masking, then the fact
+  ledger alone where it is not enough; with ``"ledger-only"``, the fact ledger alone: these two
+  never ask a model); ``observe(result, ...)``: the usage, calibrated.
 
 The invariants it keeps:
 
@@ -201,8 +203,9 @@ class ContextEngine:
         )
 
     def steps(self, located: Located, *, trigger: Trigger = "threshold") -> Effects[PrepareResult]:
-        """Compact ``located`` (under ``hybrid``, masking first: see the module docstring):
-        yields summary calls and the checkpoint to save, returns what to send."""
+        """Compact ``located`` (under ``hybrid`` and ``masking``, masking first: see the module
+        docstring): yields summary calls (none under ``masking`` and ``ledger-only``) and the
+        checkpoint to save, returns what to send."""
         started = time.monotonic()
         drafted = yield from draft_compaction(self, located, trigger=trigger, started=started)
         if isinstance(drafted, PrepareResult):

@@ -79,7 +79,7 @@ class Draft:
     plan: Plan
     """The plan it followed."""
     masking: MaskPlan
-    """What the ``hybrid`` policy masked first."""
+    """What the ``hybrid`` or ``masking`` policy masked first."""
     view: list[ViewItem]
     raw_tokens: int
     """The counted (uncalibrated) size of ``view``."""

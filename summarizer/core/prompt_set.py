@@ -22,15 +22,22 @@ class PromptSet:
     self_summary_since_strict: str
     """Its retry (``anchor``, ``max_words``, ``required_facts``)."""
     summary_frame: str
-    """The message standing for a run: framing around ``summary`` and ``ledger``."""
+    """The message standing for a run the model summarized: framing around ``summary`` (the
+    model's) and ``ledger``."""
+    mechanical_frame: str
+    """The message standing for a run no model summarized (``ledger_summary``, or
+    ``fallback_summary``): framing around ``summary`` (that note) and ``ledger``."""
     fallback_summary: str
     """The mechanical summary when the model's cannot be used (``reason``, ``message_count``,
     ``original_tokens``)."""
+    ledger_summary: str
+    """The note standing for a run under the ``masking`` and ``ledger-only`` policies, which
+    ask no model (``message_count``, ``original_tokens``)."""
     truncated_output: str
     """The marker inside a tool output cut to its head and tail (``elided_tokens``)."""
     masked_output: str
-    """What an old tool output is replaced with when the ``hybrid`` policy masks it
-    (``original_tokens``)."""
+    """What an old tool output is replaced with when the ``hybrid`` or ``masking`` policy
+    masks it (``original_tokens``)."""
 
     @classmethod
     def names(cls) -> Sequence[str]:

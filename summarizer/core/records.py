@@ -33,7 +33,7 @@ def build_checkpoint(
 
     Earlier summaries the plan keeps stay as they were; earlier cut or masked outputs stay so
     unless a new summary now stands for them. ``masks`` (view index -> placeholder message, the
-    ``hybrid`` policy's) become overrides where no new summary stands for them.
+    ``hybrid`` or ``masking`` policy's) become overrides where no new summary stands for them.
     """
     view = located.view
     previous = located.checkpoint
@@ -124,7 +124,7 @@ def compaction_event(
     masking: MaskPlan | None = None,
 ) -> CompactionEvent:
     """The event ``on_compaction`` receives for this compaction (``masking``: what the
-    ``hybrid`` policy masked first, if anything)."""
+    ``hybrid`` or ``masking`` policy masked first, if anything)."""
     previous = located.checkpoint
     covered = checkpoint.covered_count
     outcomes = [s.outcome for s in summaries if s.outcome is not None]
@@ -144,7 +144,7 @@ def compaction_event(
         kept_indices=[i for i in range(covered) if checkpoint.slot_at(i) is None],
         replaced=[(s.slot.start, s.slot.end) for s in summaries],
         degraded=list(plan.degraded),
-        verdicts=[s.verdict for s in summaries],
+        verdicts=[s.verdict for s in summaries if s.verdict is not None],
         problems=[p for s in summaries for p in s.problems],
         failure=checkpoint.failure,
         summary_prompt_tokens=sum(prompt) if prompt else None,
@@ -152,6 +152,7 @@ def compaction_event(
         policy=policy,
         masked=len(masking.masks) if masking is not None else 0,
         masked_tokens=masking.saved_tokens if masking is not None else 0,
+        ledger_only=sum(1 for s in summaries if s.verdict is None),
     )
 
 
@@ -180,7 +181,7 @@ def abandoned_event(
         latency_s=latency_s,
         cut=(start, start),
         kept_indices=[],
-        verdicts=[s.verdict for s in summaries],
+        verdicts=[s.verdict for s in summaries if s.verdict is not None],
         problems=[p for s in summaries for p in s.problems],
         failure=failure,
         policy=policy,
@@ -192,14 +193,17 @@ def log_compaction(event: CompactionEvent) -> None:
     """One info line on a compaction."""
     count = len(event.verdicts)
     masked = f"{event.masked} masked tool outputs ({event.masked_tokens} tokens) and "
+    made = f"{count} summar{'y' if count == 1 else 'ies'}"
+    if event.ledger_only:
+        made = f"{event.ledger_only} fact ledger{'' if event.ledger_only == 1 else 's'} (no model)"
     logger.info(
-        "compacted session %s: %d -> %d tokens in %s%d summar%s, score %s, trigger %s%s",
+        "compacted session %s: %d -> %d tokens in %s%s, policy %s, score %s, trigger %s%s",
         event.session,
         event.tokens_before,
         event.tokens_after,
         masked if event.masked else "",
-        count,
-        "y" if count == 1 else "ies",
+        made,
+        event.policy,
         "n/a" if event.score is None else f"{event.score:.2f}",
         event.trigger,
         f", failure: {event.failure}" if event.failure else "",

@@ -13,8 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from .messages import Message
 
 Trigger = Literal["threshold", "context_length_exceeded", "manual"]
-Policy = Literal["self-summary", "hybrid"]
+Policy = Literal["self-summary", "hybrid", "masking", "ledger-only"]
 """How a compaction makes room (``CompactionConfig.policy``)."""
+MASKING_POLICIES: frozenset[Policy] = frozenset({"hybrid", "masking"})
+"""The policies that mask old tool outputs before anything else."""
+MODEL_FREE_POLICIES: frozenset[Policy] = frozenset({"masking", "ledger-only"})
+"""The policies that never ask a model: a run they compact becomes its fact ledger alone."""
 
 
 class SummarizeCall(BaseModel):
@@ -78,8 +82,9 @@ class CompactionEvent(BaseModel):
     """The raw ranges ``[start, end)`` this compaction's new summaries replace, in order."""
     degraded: list[str] = Field(default_factory=list)
     verdicts: list[Literal["accepted", "repaired", "replaced"]] = Field(default_factory=list)
-    """Per new summary, in order: the model's first answer used (``accepted``), its strict
-    retry used (``repaired``), or the mechanical fallback in their place (``replaced``)."""
+    """Per new summary a model was asked for, in order: the model's first answer used
+    (``accepted``), its strict retry used (``repaired``), or the mechanical fallback in their
+    place (``replaced``)."""
     problems: list[str] = Field(default_factory=list)
     """What the online check found wrong with each rejected answer (``echo``, ``cut_off``,
     ``invented``, ...), in order."""
@@ -89,10 +94,15 @@ class CompactionEvent(BaseModel):
     policy: Policy = "self-summary"
     """The policy that made this compaction (``CompactionConfig.policy``)."""
     masked: int = 0
-    """Tool outputs this compaction masked (``hybrid`` only). When masking was enough, no
-    summary was asked for: ``verdicts`` is empty and ``summary`` is ``""``."""
+    """Tool outputs this compaction masked (``hybrid`` and ``masking``). When masking was
+    enough, no summary was asked for: ``verdicts`` is empty and ``summary`` is ``""``."""
     masked_tokens: int = 0
     """Tokens (as counted, before calibration) those masks saved."""
+    ledger_only: int = 0
+    """Runs this compaction replaced by their fact ledger alone, with no model asked (the
+    ``masking`` and ``ledger-only`` policies): a note saying so (``summary``) and the ledger.
+    They are no failure and have no verdict: ``verdicts`` holds only summaries a model was
+    asked for (none under these policies)."""
     ahead_of_time: bool = False
     """Whether its summaries were written ahead of the trigger, in the background, and the
     request that crossed the trigger only adopted them (``latency_s`` is then its wait)."""

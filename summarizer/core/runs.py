@@ -1,6 +1,7 @@
 """Summarizing a plan's runs, oldest first: one summary request per run, each built on the live
 view (or, when that does not fit the window, on the earlier runs' new summaries). Pure: the
-model calls are yielded as ``SummarizeCall``s."""
+model calls are yielded as ``SummarizeCall``s. Under a model-free policy (``masking``,
+``ledger-only``) no call is yielded: each run becomes its fact ledger (``ledger_run``)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,16 @@ from .located import Located
 from .messages import content_text, first_index
 from .planner import Plan, ViewItem
 from .prompt_set import PromptSet
-from .results import SummarizeCall, SummaryOutcome
-from .summaries import FRAME_TOKENS, RunRequest, RunSummary, anchor_of, summarize_run
+from .results import MODEL_FREE_POLICIES, SummarizeCall, SummaryOutcome
+from .summaries import (
+    FRAME_TOKENS,
+    RunRequest,
+    RunSummary,
+    anchor_of,
+    ledger_note_tokens,
+    ledger_run,
+    summarize_run,
+)
 
 
 def summarize_runs(
@@ -25,12 +34,20 @@ def summarize_runs(
     ratio: float,
     window: int | None,
 ) -> Generator[SummarizeCall, SummaryOutcome, list[RunSummary]]:
-    """One summary per planned run of ``located.view``, oldest first."""
-    # The allowance may have shrunk: cap and ledger shrink in proportion.
-    full = config.max_summary_tokens + config.ledger_max_tokens
-    share = max(0.0, (plan.summary_tokens - FRAME_TOKENS) / full) if full else 0.0
-    cap = max(1, min(config.max_summary_tokens, int(config.max_summary_tokens * share)))
-    ledger_cap = max(0, int(config.ledger_max_tokens * share))
+    """One summary per planned run of ``located.view``, oldest first (under a model-free
+    policy, one fact ledger per run, and no call)."""
+    model_free = config.policy in MODEL_FREE_POLICIES
+    if model_free:
+        # The note is fixed text: only the ledger shrinks with the allowance.
+        cap = ledger_note_tokens(prompts, located.counter)
+        room = plan.summary_tokens - FRAME_TOKENS - cap
+        ledger_cap = max(0, min(config.ledger_max_tokens, room))
+    else:
+        # The allowance may have shrunk: cap and ledger shrink in proportion.
+        full = config.max_summary_tokens + config.ledger_max_tokens
+        share = max(0.0, (plan.summary_tokens - FRAME_TOKENS) / full) if full else 0.0
+        cap = max(1, min(config.max_summary_tokens, int(config.max_summary_tokens * share)))
+        ledger_cap = max(0, int(config.ledger_max_tokens * share))
     cap_key = summary_cap_key(config, located.request)
     first_user = first_index(located.messages, "user")
     previous = located.checkpoint
@@ -69,10 +86,13 @@ def summarize_runs(
             session=located.session,
             prompts=prompts,
         )
-        anchor = anchor_of(located.view, run, first_user)
-        summary = yield from summarize_run(
-            request, config=config, counter=located.counter, anchor=anchor
-        )
+        if model_free:
+            summary = ledger_run(request, counter=located.counter)
+        else:
+            anchor = anchor_of(located.view, run, first_user)
+            summary = yield from summarize_run(
+                request, config=config, counter=located.counter, anchor=anchor
+            )
         done.append(summary)
         message = summary.slot.message
         replaces = (summary.slot.start, summary.slot.end)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from .checkpoints import Slot
 from .config import CompactionConfig
-from .facts import Fact, extract_facts, merge_ledger, render_ledger, score_summary
+from .facts import Fact, merge_ledger, rank_facts, render_ledger, score_summary
 from .messages import INSTRUCTION_ROLES, Message, message_text
 from .planner import ViewItem, summary_request_end
 from .prompt_set import PromptSet
@@ -72,7 +72,8 @@ class RunSummary:
     outcome: SummaryOutcome | None
     """The model's last answer (None when no call was made)."""
     facts: list[Fact]
-    verdict: Verdict = "replaced"
+    verdict: Verdict | None = "replaced"
+    """None when no model was asked (a ``ledger_run``)."""
     problems: tuple[Problem, ...] = ()
     """What was wrong with each rejected answer, in order."""
 
@@ -103,17 +104,7 @@ def summarize_run(
 ) -> Generator[SummarizeCall, SummaryOutcome, RunSummary]:
     """Ask the model for the run's summary (and once more, stricter, if it is unusable)."""
     view, run = request.view, request.run
-    raw_span = [
-        request.raw[item.raw_index]
-        for item in view[run.start : run.stop]
-        if item.raw_index is not None
-    ]
-    facts = merge_ledger(
-        request.previous_facts,
-        extract_facts(raw_span),
-        max_tokens=request.ledger_cap,
-        count_tokens=counter.count_text,
-    )
+    raw_span, facts = _run_facts(request, counter)
     prompts = request.prompts
     instruction = (
         prompts.self_summary if anchor is None else prompts.self_summary_since.format(anchor=anchor)
@@ -161,27 +152,75 @@ def summarize_run(
         text, score, failure, outcome = asked.text, asked.score, asked.failure, asked.outcome
         verdict, problems = asked.verdict, asked.problems
     if text is None:
-        text_used = prompts.fallback_summary.format(
-            reason=failure,
-            message_count=len(raw_span),
-            original_tokens=sum(view[i].tokens for i in request.run),
+        fallback = prompts.fallback_summary.format(
+            reason=failure, message_count=len(raw_span), original_tokens=_run_tokens(request)
         )
-        score = None
+        slot = _slot(request, fallback, facts, prompts.mechanical_frame, None, failure)
     else:
-        text_used = text
-    message = summary_message(text_used, render_ledger(facts), prompts.summary_frame)
-    first, last = view[request.run.start], view[request.run.stop - 1]
-    start, end_raw = first.raw_range[0], last.raw_range[1]
-    slot = Slot(
-        start=start,
-        end=end_raw,
-        message=message,
-        summary=text_used,
+        slot = _slot(request, text, facts, prompts.summary_frame, score, None)
+    return RunSummary(slot=slot, outcome=outcome, facts=facts, verdict=verdict, problems=problems)
+
+
+def ledger_run(request: RunRequest, *, counter: TokenCounter) -> RunSummary:
+    """The run's slot with no model asked (the ``masking`` and ``ledger-only`` policies): the
+    note of ``ledger_summary`` (how many messages and tokens went) and the fact ledger, in the
+    mechanical frame. Not a failure: no ``failure``, no verdict."""
+    raw_span, facts = _run_facts(request, counter)
+    prompts = request.prompts
+    note = prompts.ledger_summary.format(
+        message_count=len(raw_span), original_tokens=_run_tokens(request)
+    )
+    slot = _slot(request, note, facts, prompts.mechanical_frame, None, None)
+    return RunSummary(slot=slot, outcome=None, facts=facts, verdict=None)
+
+
+def ledger_note_tokens(prompts: PromptSet, counter: TokenCounter) -> int:
+    """The most tokens a ``ledger_summary`` note takes (its numbers at their widest): the
+    allowance of a model-free run's text, beside its ledger and frame."""
+    widest = prompts.ledger_summary.format(message_count=9_999_999, original_tokens=9_999_999_999)
+    return counter.count_text(widest)
+
+
+def _run_facts(request: RunRequest, counter: TokenCounter) -> tuple[list[Message], list[Fact]]:
+    """The run's raw messages, and its ledger: their facts merged with the folded summaries'."""
+    raw_span = [
+        request.raw[item.raw_index]
+        for item in request.view[request.run.start : request.run.stop]
+        if item.raw_index is not None
+    ]
+    facts = merge_ledger(
+        request.previous_facts,
+        rank_facts(raw_span),
+        max_tokens=request.ledger_cap,
+        count_tokens=counter.count_text,
+    )
+    return raw_span, facts
+
+
+def _run_tokens(request: RunRequest) -> int:
+    """The counted tokens of the run's view items (what its slot replaces)."""
+    return sum(request.view[i].tokens for i in request.run)
+
+
+def _slot(
+    request: RunRequest,
+    text: str,
+    facts: Sequence[Fact],
+    frame: str,
+    score: float | None,
+    failure: str | None,
+) -> Slot:
+    """The slot standing for the run: ``text`` and the ledger in ``frame``."""
+    view, run = request.view, request.run
+    return Slot(
+        start=view[run.start].raw_range[0],
+        end=view[run.stop - 1].raw_range[1],
+        message=summary_message(text, render_ledger(facts), frame),
+        summary=text,
         ledger=[f.model_dump() for f in facts],
         score=score,
-        failure=failure if text is None else None,
+        failure=failure,
     )
-    return RunSummary(slot=slot, outcome=outcome, facts=facts, verdict=verdict, problems=problems)
 
 
 @dataclass(frozen=True)

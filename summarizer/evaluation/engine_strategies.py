@@ -1,5 +1,6 @@
-"""The strategies that go through the project's engine: ``self-summary`` (with and without the
-ledger), ``hybrid``, ``from-scratch`` and ``ledger-only``.
+"""The strategies that go through the project's engine with a model: ``self-summary`` (with and
+without the ledger), ``hybrid`` and ``from-scratch`` (``model_free`` has the engine's
+``masking`` and ``ledger-only`` policies, which ask none).
 
 Each runs ``ContextEngine`` as production does, with a forced (``manual``) compaction, an
 in-memory store and a ``CompactionConfig`` whose budget is the evaluation's: the planner's target
@@ -12,9 +13,6 @@ production's own; the evaluator only measures what comes out.
 - ``hybrid``: the engine's ``hybrid`` policy: old tool outputs masked first (oldest turns first,
   down to the budget), and the self-summary only when masking every maskable output is not
   enough; a case masking fits makes no model call.
-- ``ledger-only``: no model. The engine's own mechanical fallback (``fallback_summary.md`` and
-  the ledger in the summary frame), with the summary allowance shrunk to that text so the kept
-  tail gets the room a model's summary would have taken.
 - ``from-scratch``: a separate summarizer request the way LangChain's ``SummarizationMiddleware``
   makes one: its own system prompt, then the messages to replace rendered as a text transcript,
   then the instruction (``from_scratch_system.md``, ``from_scratch_summary.md``). It replaces
@@ -49,8 +47,6 @@ from ..stores import MemoryStore
 from .compaction import Compaction, CompactionInput, OneRowPerCase, SummaryClient, finish
 from .records import ModelCall
 
-LEDGER_ONLY_REASON = "ledger-only strategy: no model was asked"
-"""The reason the engine's fallback text gives for a ``ledger-only`` compaction."""
 FROM_SCRATCH_EMPTY_REASON = "the from-scratch summary was empty"
 """The reason the engine's fallback text gives when a from-scratch summary comes back empty."""
 NO_LEDGER_TOKENS = 0
@@ -233,30 +229,6 @@ class SelfSummary(OneRowPerCase):
             notes=notes,
             verdicts=list(event.verdicts) if event is not None else [],
         )
-
-
-class LedgerOnly(OneRowPerCase):
-    """``ledger-only``: the engine's mechanical fallback, no model asked."""
-
-    name = "ledger-only"
-    needs_model = False
-
-    def compact_over_budget(self, job: CompactionInput) -> Compaction:
-        """The span replaced by the fallback text and the fact ledger, in the summary frame."""
-        widest = render_prompt(
-            "fallback_summary",
-            job.prompt_version,
-            reason=LEDGER_ONLY_REASON,
-            message_count=9_999_999,
-            original_tokens=9_999_999_999,
-        )
-        config = engine_config(
-            job,
-            ledger_max_tokens=DEFAULT_LEDGER_TOKENS,
-            max_summary_tokens=job.counter.count_text(widest) + 8,
-        )
-        result, _ = run_engine(job, config, _no_model(LEDGER_ONLY_REASON))
-        return finish(job, list(result.messages), notes=_notes(result))
 
 
 def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:

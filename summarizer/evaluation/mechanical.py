@@ -1,4 +1,5 @@
-"""The strategies that need no model: ``masking``, ``truncate`` and ``given``. Pure.
+"""The baselines that need no model and no engine: ``truncate``, ``observation-masking`` and
+``given``. Pure.
 
 Each keeps the conversation valid: an assistant message with tool calls is never separated from
 its tool results (``messages.group_units``), and the leading system/developer messages are never
@@ -6,10 +7,13 @@ touched.
 
 - ``truncate`` drops the oldest units until the request fits, never the system prompt, the task
   (first user message), the latest user message or the final unit (where the agent is now).
-- ``masking`` is observation masking, the baseline of "The Complexity Trap" (Lindenbauer et al.,
-  2025): every tool output older than the last M assistant turns becomes a one-line placeholder
-  (``prompts/<v>/masked_output.md``), with M the largest that fits the budget. When even M = 0
-  does not fit, it then drops the oldest units like ``truncate`` and says so in its notes.
+- ``observation-masking`` is the baseline of "The Complexity Trap" (Lindenbauer et al., 2025):
+  every tool output older than the last M assistant turns becomes a one-line placeholder
+  (``prompts/<v>/masked_output.md``), with M the largest that fits the budget; when even M = 0
+  does not fit, it then drops the oldest units like ``truncate`` and says so in its notes. The
+  evaluator's ``masking`` is the engine's ``masking`` policy instead (``model_free``): what the
+  proxy does, the ledger standing in where masking is not enough. The baseline keeps the
+  published method in view beside it (the cache-replay benchmarks use its helpers too).
 - ``given`` scores a summary written elsewhere: the leading instructions, the summary in the
   summary frame (no ledger), then the messages after those it ``covers``.
 """
@@ -145,10 +149,11 @@ class Truncate(OneRowPerCase):
         return finish(job, kept, notes=[f"dropped_units={dropped}"])
 
 
-class Masking(OneRowPerCase):
-    """``masking``: placeholders for tool outputs older than the last M turns, M largest."""
+class ObservationMasking(OneRowPerCase):
+    """``observation-masking``: placeholders for tool outputs older than the last M turns, M the
+    largest that fits; the oldest units dropped when even M = 0 does not fit."""
 
-    name = "masking"
+    name = "observation-masking"
     needs_model = False
 
     def compact_over_budget(self, job: CompactionInput) -> Compaction:

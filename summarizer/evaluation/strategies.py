@@ -7,14 +7,17 @@ name                        model  what it sends next
 ``self-summary-no-ledger``  yes    the same without the fact ledger
 ``from-scratch``            yes    a separate summarizer prompt over the same span, as text
 ``hybrid``                  yes    old tool outputs masked first; a self-summary only when needed
-``masking``                 no     old tool outputs replaced by placeholders (largest M that fits)
+``masking``                 no     the engine's ``masking`` policy: old tool outputs masked, then
+                                   the fact ledger alone for the runs masking cannot clear
 ``truncate``                no     the oldest units dropped
-``ledger-only``             no     the engine's mechanical fallback: the fact ledger, no summary
+``observation-masking``     no     old tool outputs masked (largest M newest turns kept), then the
+                                   oldest units dropped: the published baseline, not a policy
+``ledger-only``             no     the engine's ``ledger-only`` policy: the fact ledger, no summary
 ``given``                   no     each summary the dataset carries (one row per summary)
 ==========================  =====  ===============================================================
 
-See ``compaction`` for the ``Strategy`` protocol, ``mechanical`` and ``engine_strategies`` for
-each strategy.
+See ``compaction`` for the ``Strategy`` protocol, ``mechanical``, ``model_free`` and
+``engine_strategies`` for each strategy.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ from types import MappingProxyType
 
 from ..core.errors import ConfigurationError
 from .compaction import Compaction, CompactionInput, Strategy, SummaryClient
-from .engine_strategies import FromScratch, LedgerOnly, SelfSummary
-from .mechanical import Given, Masking, Truncate
+from .engine_strategies import FromScratch, SelfSummary
+from .mechanical import Given, ObservationMasking, Truncate
+from .model_free import ModelFree
 
 __all__ = [
     "MODEL_STRATEGIES",
     "OFFLINE_STRATEGIES",
+    "ON_REQUEST",
     "STRATEGIES",
     "Compaction",
     "CompactionInput",
@@ -46,10 +51,11 @@ STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
             SelfSummary(ledger=False),
             FromScratch(),
             SelfSummary(policy="hybrid"),
-            Masking(),
+            ModelFree("masking"),
             Truncate(),
-            LedgerOnly(),
+            ModelFree("ledger-only"),
             Given(),
+            ObservationMasking(),
         )
     }
 )
@@ -57,8 +63,12 @@ STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
 
 MODEL_STRATEGIES: tuple[str, ...] = tuple(n for n, s in STRATEGIES.items() if s.needs_model)
 """The strategies that call a model (they need ``--upstream`` and ``--model``)."""
-OFFLINE_STRATEGIES: tuple[str, ...] = tuple(n for n, s in STRATEGIES.items() if not s.needs_model)
-"""The strategies that run with no model at all."""
+ON_REQUEST: tuple[str, ...] = ("observation-masking",)
+"""Baselines that run only when named (``-s``), never by default."""
+OFFLINE_STRATEGIES: tuple[str, ...] = tuple(
+    n for n, s in STRATEGIES.items() if not s.needs_model and n not in ON_REQUEST
+)
+"""The strategies that run with no model at all, by default."""
 
 
 def resolve_strategies(names: Sequence[str]) -> list[Strategy]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
+from ..core.results import MODEL_FREE_POLICIES
 from ..stores.redis import display_url
 from .settings import Settings
 
@@ -35,11 +36,12 @@ def window_line(settings: Settings) -> str:
             "each model's known window; a model the registry does not know is forwarded "
             "unmanaged (set --context-window)"
         )
-    ahead = (
-        f", drafted ahead above {config.prepare_ratio:.0%}"
-        if config.prepare_ratio is not None
-        else " (no drafts ahead: --prepare-ratio off)"
-    )
+    if config.prepare_ratio is not None:
+        ahead = f", drafted ahead above {config.prepare_ratio:.0%}"
+    elif config.policy in MODEL_FREE_POLICIES:
+        ahead = " (no drafts ahead: this policy calls no model)"
+    else:
+        ahead = " (no drafts ahead: --prepare-ratio off)"
     return (
         f"{rule}; compact above {config.trigger_ratio:.0%} of it{ahead}, down to "
         f"{config.target_ratio:.0%}, policy {config.policy}"
@@ -113,7 +115,7 @@ def agents_line(settings: Settings, base: str) -> str:
 
 def model_lines(settings: Settings) -> list[str]:
     """A line per ``[[models]]`` entry of the config file: where it goes, with which key, in
-    which window."""
+    which window, under which policy."""
     lines = []
     for entry in settings.models:
         upstream = display_url(entry.upstream) if entry.upstream else "the top-level upstream"
@@ -123,9 +125,12 @@ def model_lines(settings: Settings) -> list[str]:
             key = "the top-level key"
         else:
             key = "the client's key"
-        window = entry.compaction(settings.compaction).context_window
+        config = entry.compaction(settings.compaction)
+        window = config.context_window
         size = f"{window:,}-token window" if window else "the registry's window"
-        lines.append(f"  model      {entry.name} -> {upstream} ({key}, {size})")
+        lines.append(
+            f"  model      {entry.name} -> {upstream} ({key}, {size}, policy {config.policy})"
+        )
     return lines
 
 

@@ -70,9 +70,11 @@ class ProxyMetrics:
         )
         self.compactions = Counter(
             "summarizer_compactions",
-            "Compactions, by trigger and outcome (summary, fallback, masked: the hybrid "
-            "policy's masking was enough and no summary was asked for, or abandoned: every "
-            "summary failed while the request still fit, so it went out unchanged).",
+            "Compactions, by trigger and outcome (summary, fallback, masked: the hybrid or "
+            "masking policy's masking was enough and no summary was asked for, ledger: the "
+            "masking or ledger-only policy replaced old turns by their fact ledger with no model "
+            "call, or abandoned: every summary failed while the request still fit, so it went "
+            "out unchanged).",
             ["trigger", "outcome"],
             registry=r,
         )

@@ -273,4 +273,6 @@ def _outcome(event: CompactionEvent) -> str:
         return "abandoned"
     if event.failure:
         return "fallback"
+    if event.ledger_only:
+        return "ledger"
     return "masked" if event.masked and not event.verdicts else "summary"

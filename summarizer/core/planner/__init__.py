@@ -21,8 +21,9 @@ largest first, and the final unit's only when nothing else fits the window. When
 not fit, it plans once more with the summaries below their floor (a last resort), and it refuses
 (``BudgetExceeded``, naming each part) only when even that does not fit.
 
-With the ``hybrid`` policy, ``plan_masking`` comes first: old tool outputs become placeholders
-(``masking``), and the compaction is planned only when that is not enough, on the masked view.
+With the ``hybrid`` and ``masking`` policies, ``plan_masking`` comes first: old tool outputs
+become placeholders (``masking``), and the compaction is planned only when that is not enough,
+on the masked view.
 """
 
 from __future__ import annotations

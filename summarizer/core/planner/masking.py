@@ -1,4 +1,4 @@
-"""Observation masking, the first step of the ``hybrid`` policy. Pure, no I/O.
+"""Observation masking, the first step of the ``hybrid`` and ``masking`` policies. Pure, no I/O.
 
 An old tool output is replaced by a one-line placeholder (``PromptSet.masked_output``, which
 says how many tokens it stood for); the message stays a ``tool`` message answering the same call,
