@@ -146,7 +146,8 @@ def test_markdown_hostile_fact_text_is_escaped_in_markdown_and_html(tmp_path: Pa
     assert one_line in rendered.code  # the facts section: the whole text, verbatim
     assert shorten(HOSTILE) in rendered.code  # the case table: cut, but still verbatim
     # no pipe or backtick broke a table: every row has as many cells as its header
-    assert len(rendered.tables) == 5  # strategies, kinds, two strategies' facts, cases
+    # strategies, kinds, two strategies' facts, cases, and the recommendation's choice table
+    assert len(rendered.tables) == 6
     for table in rendered.tables:
         assert {len(row) for row in table} == {len(table[0])}
     hostile_rows = [row for table in rendered.tables for row in table if row and one_line in row[0]]
@@ -163,7 +164,7 @@ def test_markdown_hostile_fact_text_is_escaped_in_markdown_and_html(tmp_path: Pa
 
 def test_the_reports_and_the_terminal_open_with_one_verdict_per_strategy(tmp_path: Path) -> None:
     out, result = run(tmp_path)
-    first = result.output.splitlines()
+    first = result.stdout.splitlines()  # stderr has what each file was read as
     assert first[0].startswith("truncate: kept ") and first[1].startswith("masking: kept ")
     assert first[2] == "" and first[3].startswith("| strategy |")
     report = json.loads((out / "report.json").read_text())

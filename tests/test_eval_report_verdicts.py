@@ -12,7 +12,7 @@ import pytest
 from summarizer.evaluation.dataset import write_dataset
 from summarizer.evaluation.metrics import aggregate
 from summarizer.evaluation.pricing import Price
-from summarizer.evaluation.records import FactRecall, MissedFact, ResultRow
+from summarizer.evaluation.records import FactRecall, MissedFact, ModelCall, ResultRow
 from summarizer.evaluation.report_verdicts import verdicts
 from summarizer.testing import TestUpstream
 
@@ -21,6 +21,8 @@ from .test_eval_runner import invoke, rows_of
 from .test_eval_strategies import make_case
 
 PRICES = {"gpt-4o": Price(input=2.5, cached_input=1.25, cache_write=2.5, output=10.0)}
+CALL = ModelCall(purpose="summary", model="gpt-4o", prompt_tokens=200, output_tokens=50)
+"""A summary call to a priced model: $0.0005 in, $0.0005 out."""
 
 
 def row(
@@ -76,6 +78,7 @@ def test_every_measure_present_makes_its_clause() -> None:
             "a",
             "self-summary",
             agent_model="gpt-4o",
+            calls=[CALL],
             verdicts=["accepted", "repaired"],
             probe_accuracy=0.5,
             probe_accuracy_full=1.0,
@@ -94,11 +97,12 @@ def test_every_measure_present_makes_its_clause() -> None:
         error_row("c", "self-summary"),
         error_row("d", "self-summary", status="infeasible"),
     ]
-    # 250 uncached input tokens of the next request at $2.50 per million
+    # 250 uncached input tokens of the next request at $2.50 per million ($0.000625), and
+    # case a's summary call ($0.001): ($0.001625 + $0.000625) / 2
     assert lines(rows) == [
         "self-summary: kept 75.0% of gold facts at 0.30x tokens; 2 of 4 cases scored (1 error, "
         "1 infeasible at this budget); 1 over budget; 1 of 3 summaries repaired, 1 replaced; "
-        "answered 75% of probes (100% with the full context); $0.0006 per case (estimated)"
+        "answered 75% of probes (100% with the full context); $0.0011 per case (estimated)"
     ]
 
 
@@ -113,7 +117,7 @@ def test_each_clause_appears_exactly_when_its_measure_exists(
     if probes:
         update |= {"probe_accuracy": 0.5, "probe_accuracy_full": 1.0}
     if priced:
-        update["agent_model"] = "gpt-4o"
+        update |= {"agent_model": "gpt-4o", "calls": [CALL]}
     if summaries:
         update["verdicts"] = ["accepted"]
     rows = [row("a", "s", **update), row("b", "s", **update)]
@@ -127,6 +131,19 @@ def test_each_clause_appears_exactly_when_its_measure_exists(
     assert ("summar" in line) == summaries
     assert ("2 of 3 cases scored (1 error)" in line) == failures
     assert "None" not in line and "nan" not in line and "best" not in line
+
+
+def test_no_money_without_a_priced_model_that_made_calls() -> None:
+    """An offline run prices nothing, even when the agent model has a list price; a model with
+    no price that made calls does not make one either."""
+    offline = [row("a", agent_model="gpt-4o"), row("b", "masking", agent_model="gpt-4o")]
+    assert not any("$" in line for line in lines(offline))
+    assert all(a.cost_usd is None for a in aggregate(offline, PRICES))
+    unpriced = ModelCall(purpose="summary", model="mystery-model", prompt_tokens=200)
+    assert not any("$" in line for line in lines([row("a", calls=[unpriced])]))
+    # one priced call anywhere in the run: every strategy's cost is shown, next requests included
+    priced = [*offline, row("c", "self-summary", agent_model="gpt-4o", calls=[CALL])]
+    assert all("per case (estimated)" in line for line in lines(priced))
 
 
 def test_a_strategy_that_scored_no_case_says_so_and_nothing_else() -> None:
@@ -212,7 +229,7 @@ def test_a_run_with_a_model_reports_its_summaries_and_probes(tmp_path: Path) -> 
     summary_row = rows["self-summary"]
     written = len(summary_row.verdicts)
     assert written >= 1 and summary_row.probe_accuracy is not None
-    first, second = result.output.splitlines()[:2]
+    first, second = result.stdout.splitlines()[:2]
     noun = "summary" if written == 1 else "summaries"
     repaired = summary_row.verdicts.count("repaired")
     replaced = summary_row.verdicts.count("replaced")

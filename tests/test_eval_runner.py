@@ -181,6 +181,7 @@ def test_a_directory_of_a_run_with_other_settings_is_refused(tmp_path: Path) -> 
         (["-s", "truncate,self-summary"], "self-summary needs a model: pass --upstream"),
         (["-s", "from-scratch", "--model", "gpt-4o"], "needs a model"),
         (["--budget", "1.5"], "--budget must be in (0, 1]"),
+        (["--repeat", "0"], "--repeat must be at least 1"),
         (["--max-summary-tokens", "0"], "--max-summary-tokens must be positive"),
         (["--summary-cap-field", "max_output"], "--summary-cap-field must be auto, max_tokens"),
     ],
@@ -209,7 +210,10 @@ def test_bad_dataset_lines_are_reported_and_skipped(tmp_path: Path) -> None:
     empty.write_text("{not json\n")
     result = invoke(empty, "--out", tmp_path / "other", "-s", "truncate")
     assert result.exit_code == 2
-    assert "no case could be loaded" in result.output
+    # one line: the file, what it looked like, where the formats are listed
+    (line,) = result.output.splitlines()
+    assert line.startswith(f"error: {empty}: not a file eval can read")
+    assert "JSON that does not parse" in line and "summarizer convert --help" in line
 
 
 def test_model_strategies_and_probes_against_the_test_upstream(tmp_path: Path) -> None:

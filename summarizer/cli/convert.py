@@ -17,7 +17,10 @@ from ..core.errors import SummarizerError
 from ..evaluation.dataset import Case, dump_case
 
 convert_app = typer.Typer(
-    help="Convert agent trajectories from other tools into an evaluation dataset (JSONL).",
+    help="Convert agent trajectories from other tools into an evaluation dataset (JSONL). "
+    "`summarizer eval` reads these formats directly too, recognising each file by its content "
+    "(and datasets, `summarizer export` files): convert a file to edit its cases (gold facts, "
+    "probes) or to keep the dataset.",
     no_args_is_help=True,
     add_completion=False,
 )

@@ -1,5 +1,12 @@
 """``summarizer eval``: the evaluator's command line (registered by ``cli`` as ``eval``).
 
+Each file is recognised by its content (``inputs``: a dataset, a ``summarizer export``, a Claude
+Code session, a mini-swe-agent or SWE-agent trajectory, tau-bench or chat JSON) and converted in
+memory; one line per file says what it was read as, and a file that is none of these gets one
+short error. Skipped dataset lines are listed up to ``MAX_LINE_ERRORS`` per file, then counted.
+The terminal summary is the verdict lines, the strategy table, and last the recommendation
+(``recommend``).
+
 Exit status: 0 when every row succeeded; 1 when some rows errored (they are retried by running
 the same command again); 2 for a usage problem found before any work (unknown strategy, a model
 strategy without ``--upstream``/``--model``, no case loaded, a strategy asked for with
@@ -11,18 +18,23 @@ named in a note, with the cases and what they lack.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..core.errors import ConfigurationError
 from .compaction import Strategy
-from .dataset import Case, load_dataset
+from .dataset import Case
 from .evaluate import cases_without_rows, describe_missing
+from .inputs import Inputs, read_inputs
 from .records import DEFAULT_MAX_SUMMARY_TOKENS
-from .strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES, STRATEGIES
+from .strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES, ON_REQUEST, STRATEGIES
+
+if TYPE_CHECKING:
+    from .runner import RunOutcome
 
 _STRATEGY_HELP = (
     "Strategy to run (repeatable, or comma-separated): "
@@ -31,8 +43,35 @@ _STRATEGY_HELP = (
     + ", ".join(OFFLINE_STRATEGIES)
     + "). "
     + ", ".join(MODEL_STRATEGIES)
-    + " need --upstream and --model."
+    + " need --upstream and --model; "
+    + ", ".join(ON_REQUEST)
+    + " (the published observation-masking baseline) runs only when named."
 )
+
+
+MAX_LINE_ERRORS = 5
+"""Skipped lines listed per file; the rest are counted in one line."""
+
+_INPUT_HELP = (
+    "Files to evaluate, recognised by their content: evaluation datasets (JSONL) and "
+    "`summarizer export` files, Claude Code sessions (.jsonl), mini-swe-agent trajectories "
+    "(.traj.json), SWE-agent trajectories (.traj), tau-bench or chat logs (JSON or JSONL). "
+    "Any other file is one error; `summarizer convert --help` lists the formats."
+)
+
+
+def report_inputs(inputs: Inputs) -> None:
+    """One line per file read (what it was read as), its skipped lines (at most
+    ``MAX_LINE_ERRORS``, then a count), and one error per file that could not be read."""
+    for read in inputs.files:
+        typer.echo(read.line, err=True)
+        for error in read.line_errors[:MAX_LINE_ERRORS]:
+            typer.echo(f"skipped {error}", err=True)
+        more = len(read.line_errors) - MAX_LINE_ERRORS
+        if more > 0:
+            typer.echo(f"skipped {more} more lines of {read.path}", err=True)
+    for problem in inputs.problems:
+        typer.echo(f"error: {problem}", err=True)
 
 
 def split_strategies(values: list[str] | None) -> list[str]:
@@ -62,7 +101,7 @@ def _report_missing_inputs(
 
 def eval_command(
     datasets: Annotated[
-        list[Path], typer.Argument(help="JSONL dataset files (see summarizer.evaluation.dataset).")
+        list[Path], typer.Argument(help=_INPUT_HELP, metavar="FILE", show_default=False)
     ],
     out: Annotated[
         Path,
@@ -92,6 +131,14 @@ def eval_command(
         ),
     ] = None,
     concurrency: Annotated[int, typer.Option(help="Rows computed at once.")] = 4,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            help="Run each model strategy this many times per case and report the spread of "
+            "gold recall across runs (offline strategies are deterministic: they run once). "
+            "Running again with a larger N adds the missing runs."
+        ),
+    ] = 1,
     limit: Annotated[int | None, typer.Option(help="Only the first N cases.")] = None,
     context_window: Annotated[
         int | None,
@@ -126,11 +173,17 @@ def eval_command(
         ),
     ] = None,
 ) -> None:
-    """Score compaction strategies offline on datasets of agent trajectories.
+    """Score compaction strategies on agent trajectories, and say which proxy policy to use.
 
-    Each strategy compacts every case to the same budget; the evaluator scores what would be sent
+    Reads datasets and raw logs alike (Claude Code sessions, mini-swe-agent .traj.json, SWE-agent
+    .traj, tau-bench or chat JSON, summarizer export files), recognised by their content. Each
+    strategy compacts every case to the same budget; the evaluator scores what would be sent
     next: gold-fact recall (and which facts were missed), extracted-fact recall, compression,
-    tokens, estimated cost, latency, and, with a model, probe accuracy against the full context.
+    tokens, latency, and, with a model, probe accuracy against the full context and the
+    estimated cost. The report ends with a recommendation: the --policy, ratios and a ready
+    [[models]] block for the proxy's config file. Policies (self-summary, hybrid, masking,
+    ledger-only) can be recommended; truncate, given, from-scratch and self-summary-no-ledger are
+    baselines.
     """
     from .runner import EvalSettings, RunConfigMismatch, run_eval, validate_settings
 
@@ -146,6 +199,7 @@ def eval_command(
         max_summary_tokens=max_summary_tokens,
         summary_cap_field=summary_cap_field,  # type: ignore[arg-type]  # validate_settings checks it
         concurrency=concurrency,
+        repeat=repeat,
         limit=limit,
         probes=not no_probes,
         prices=prices,
@@ -153,22 +207,24 @@ def eval_command(
     )
     try:
         strategies = validate_settings(settings)
-        cases, line_errors = load_dataset(datasets)
     except ConfigurationError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    except OSError as exc:
-        typer.echo(f"error: cannot read dataset: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    for line_error in line_errors:
-        typer.echo(f"skipped {line_error}", err=True)
+    inputs = read_inputs(datasets)
+    report_inputs(inputs)
+    cases = inputs.cases
+    # the run is of the files read (run.json keeps their digests), not of those skipped
+    settings = dataclasses.replace(settings, datasets=[Path(read.path) for read in inputs.files])
     if not cases:
-        typer.echo(
-            f"error: no case could be loaded from {', '.join(map(str, datasets))} "
-            f"({len(line_errors)} lines skipped)",
-            err=True,
-        )
+        if inputs.files or not inputs.problems:  # else each file's error said it all
+            typer.echo(
+                f"error: no case could be loaded from {', '.join(map(str, datasets))} "
+                f"({len(inputs.line_errors)} lines skipped)",
+                err=True,
+            )
         raise typer.Exit(2)
+    if repeat > 1:
+        _say_repeats(strategies, repeat)
     if not _report_missing_inputs(
         cases[:limit] if limit is not None else cases, strategies, strategy
     ):
@@ -188,8 +244,29 @@ def eval_command(
             err=True,
         )
         raise typer.Exit(130) from None
+    _summary(outcome, prices, out)
+    if outcome.errors:
+        typer.echo(
+            f"{outcome.errors} rows failed; run the same command again to retry them", err=True
+        )
+        raise typer.Exit(1)
+
+
+def _say_repeats(strategies: Sequence[Strategy], repeat: int) -> None:
+    model = [s.name for s in strategies if s.needs_model]
+    offline = [s.name for s in strategies if not s.needs_model]
+    parts = [f"{', '.join(model)}: {repeat} runs per case"] if model else []
+    if offline:
+        parts.append(f"{', '.join(offline)}: deterministic, run once")
+    typer.echo(f"--repeat {repeat}: " + "; ".join(parts), err=True)
+
+
+def _summary(outcome: RunOutcome, prices: Path | None, out: Path) -> None:
+    """The terminal summary: verdict lines, the strategy table, the run's counts, and last the
+    recommendation."""
     from .metrics import aggregate
     from .pricing import load_prices
+    from .recommend import recommend
     from .report import markdown_table, strategy_table
     from .report_verdicts import verdicts
 
@@ -202,10 +279,7 @@ def eval_command(
     typer.echo(
         f"\n{outcome.computed} rows computed, {outcome.skipped} already done, "
         f"{outcome.errors} errors, {infeasible} infeasible at this budget, "
-        f"{outcome.elapsed_s:.1f} s; reports in {out}"
+        f"{outcome.elapsed_s:.1f} s; reports in {out}\n"
     )
-    if outcome.errors:
-        typer.echo(
-            f"{outcome.errors} rows failed; run the same command again to retry them", err=True
-        )
-        raise typer.Exit(1)
+    for text in recommend(aggregates, outcome.config).lines():
+        typer.echo(text)

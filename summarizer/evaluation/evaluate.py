@@ -50,11 +50,13 @@ class Job:
     case: Case
     strategy: Strategy
     variant: str | None
+    repeat: int = 0
+    """Which run of a model strategy (``--repeat``); 0 for the first."""
 
     @property
     def key(self) -> RowKey:
         """The row's key."""
-        return (self.case.id, self.strategy.name, self.variant or "")
+        return (self.case.id, self.strategy.name, self.variant or "", self.repeat)
 
 
 class FullContextProbes:
@@ -114,6 +116,7 @@ class Evaluator:
             case_id=case.id,
             strategy=job.strategy.name,
             variant=job.variant,
+            repeat=job.repeat,
             status="ok",
             agent_model=model,
             tokens_before=before,
@@ -206,13 +209,16 @@ class Evaluator:
         }
 
 
-def plan_jobs(cases: Iterable[Case], strategies: Sequence[Strategy]) -> list[Job]:
-    """Every (case, strategy, variant): each case's strategies in order, then the next case."""
+def plan_jobs(cases: Iterable[Case], strategies: Sequence[Strategy], repeat: int = 1) -> list[Job]:
+    """Every (case, strategy, variant, repeat): each case's strategies in order, then the next
+    case. A model strategy runs ``repeat`` times (repeats 0 to ``repeat - 1``); an offline one
+    is deterministic and runs once whatever ``repeat`` is."""
     return [
-        Job(case, strategy, variant)
+        Job(case, strategy, variant, index)
         for case in cases
         for strategy in strategies
         for variant in strategy.variants(case)
+        for index in range(repeat if strategy.needs_model else 1)
     ]
 
 

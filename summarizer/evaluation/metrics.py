@@ -12,12 +12,15 @@ difference is quoting (``KeyError: 'x'`` against ``KeyError: "x"`` or ``KeyError
   this measure favours ledger strategies: it is reported apart from gold recall for that reason;
 - ``compression_ratio``: tokens after over tokens before (lower is more compressed);
 - ``aggregate``: per-strategy means (rows with errors counted, never averaged in), and missed
-  gold facts counted by kind, and the summaries' verdicts counted.
+  gold facts counted by kind, and the summaries' verdicts counted; with ``--repeat``, each run's
+  mean gold recall too (``spread`` summarises them). Costs only when a priced model made calls
+  (``priced_calls``): an offline run has no money to report.
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
@@ -165,7 +168,8 @@ class StrategyAggregate(BaseModel):
     tokens_after: float | None
     summary_tokens: float | None
     cost_usd: float | None
-    """Mean estimated cost per case (rows without a price left out)."""
+    """Mean estimated cost per case (rows without a price left out); None unless a model with a
+    known price made calls in the run (``priced_calls``)."""
     latency_s: float | None
     probe_accuracy: float | None = None
     probe_accuracy_full: float | None = None
@@ -175,6 +179,47 @@ class StrategyAggregate(BaseModel):
     verdicts: dict[str, int] = Field(default_factory=dict)
     """What became of the summaries the model wrote (``accepted``, ``repaired``, ``replaced``),
     counted over every case; empty when the strategy wrote none."""
+    cases: int = 0
+    """Distinct cases among the rows (``rows`` is cases x runs with ``--repeat``)."""
+    runs: int = 1
+    """Runs of the strategy over the cases (``--repeat``; 1 for an offline strategy)."""
+    gold_recall_runs: list[float] = Field(default_factory=list)
+    """Each run's mean gold recall, in run order (runs without one left out)."""
+
+
+class Spread(BaseModel):
+    """How a measure varied across runs."""
+
+    runs: int
+    min: float
+    median: float
+    max: float
+    mean: float
+    sd: float
+    """Sample standard deviation (0 for one run)."""
+
+
+def spread(values: Sequence[float]) -> Spread | None:
+    """Min, median, max, mean and standard deviation of ``values``; None when empty."""
+    if not values:
+        return None
+    return Spread(
+        runs=len(values),
+        min=min(values),
+        median=statistics.median(values),
+        max=max(values),
+        mean=statistics.fmean(values),
+        sd=statistics.stdev(values) if len(values) > 1 else 0.0,
+    )
+
+
+def priced_calls(rows: Iterable[ResultRow], prices: Mapping[str, Price] | None) -> bool:
+    """Whether some row's model calls went to a model ``prices`` has a price for: costs are
+    reported only then."""
+    if prices is None:
+        return False
+    models = {call.model for row in rows for call in row.calls}
+    return any(price_for(model, prices) is not None for model in models)
 
 
 def missed_by_kind(rows: Iterable[ResultRow]) -> dict[str, int]:
@@ -202,15 +247,23 @@ def aggregate(
 
     Means are taken over the rows that succeeded (errors are counted, never averaged in) and,
     for each metric, over the rows where it is defined: a case without gold facts has no gold
-    recall, a run without probes no probe accuracy. Costs need ``prices``.
+    recall, a run without probes no probe accuracy. Costs need ``prices`` and a priced model
+    that made calls (``priced_calls``).
     """
+    rows = list(rows)
+    priced = priced_calls(rows, prices)
     groups: dict[str, list[ResultRow]] = {}
     for row in rows:
         groups.setdefault(row.label, []).append(row)
     out: list[StrategyAggregate] = []
     for label, group in groups.items():
         ok = [row for row in group if row.status == "ok"]
-        costs = [row_cost(row, prices) for row in ok] if prices is not None else []
+        costs = [row_cost(row, prices) for row in ok] if priced and prices is not None else []
+        repeats = sorted({row.repeat for row in group})
+        by_run = [
+            mean(row.gold.recall if row.gold else None for row in ok if row.repeat == repeat)
+            for repeat in repeats
+        ]
         out.append(
             StrategyAggregate(
                 label=label,
@@ -232,6 +285,9 @@ def aggregate(
                 probe_gap=mean(row.probe_gap for row in ok),
                 missed_by_kind=missed_by_kind(ok),
                 verdicts=verdict_counts(ok),
+                cases=len({row.case_id for row in group}),
+                runs=len(repeats),
+                gold_recall_runs=[recall for recall in by_run if recall is not None],
             )
         )
     return out

@@ -1,7 +1,9 @@
-"""The records an evaluation writes: one ``ResultRow`` per case, strategy and variant.
+"""The records an evaluation writes: one ``ResultRow`` per case, strategy, variant and repeat.
 
-``results.jsonl`` holds one ``ResultRow`` per line, keyed by ``ResultRow.key``; when a key occurs
-more than once (an errored row recomputed by a later run), the last line wins. ``RunConfig`` is
+``results.jsonl`` holds one ``ResultRow`` per line, keyed by ``ResultRow.key`` (case, strategy,
+variant and repeat index: ``--repeat N`` runs each model strategy N times, as repeats 0 to N-1);
+when a key occurs more than once (an errored row recomputed by a later run), the last line wins.
+A row written before repeats existed reads as repeat 0. ``RunConfig`` is
 ``run.json``: what must be equal for rows of two runs to be mixed in one results file.
 """
 
@@ -13,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.config import CompactionConfig, SummaryCapField
 
-RowKey = tuple[str, str, str]
-"""``(case id, strategy, variant or "")``."""
+RowKey = tuple[str, str, str, int]
+"""``(case id, strategy, variant or "", repeat index)``."""
 
 ROW_FORMAT = 1
 """Version of the ``ResultRow`` layout; part of ``RunConfig``."""
@@ -80,6 +82,9 @@ class ResultRow(BaseModel):
     strategy: str
     variant: str | None = None
     """The given summary's name for ``given``; None otherwise."""
+    repeat: int = Field(default=0, ge=0)
+    """Which run of the strategy on this case (``--repeat``): 0 to N-1 for a model strategy;
+    always 0 for an offline one, which is deterministic and runs once."""
     status: Literal["ok", "error", "infeasible"]
     """``error`` rows (a failed model call, say) are recomputed by the next run into the same
     directory; ``infeasible`` rows (what the strategy must keep does not fit the budget: the
@@ -125,7 +130,7 @@ class ResultRow(BaseModel):
     @property
     def key(self) -> RowKey:
         """The row's identity in ``results.jsonl``."""
-        return (self.case_id, self.strategy, self.variant or "")
+        return (self.case_id, self.strategy, self.variant or "", self.repeat)
 
     @property
     def label(self) -> str:

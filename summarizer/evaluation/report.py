@@ -19,11 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from .charts import Point, grouped_bars, scatter
-from .metrics import StrategyAggregate, aggregate, row_cost
+from .metrics import aggregate, priced_calls, row_cost, spread
 from .pricing import Price, price_for
+from .recommend import recommend
 from .records import ResultRow, RunConfig
-from .report_facts import facts_summary, facts_table, missed_cell, missed_facts, scored_labels
-from .report_tables import Cell, Table, html_table, markdown_table, md_text
+from .report_facts import facts_summary, facts_table, missed_facts, scored_labels
+from .report_sections import (
+    case_table,
+    choice_table,
+    kinds_table,
+    recommendation_html,
+    recommendation_markdown,
+    strategy_table,
+)
+from .report_tables import Table, html_table, markdown_table, md_text
 from .report_verdicts import verdicts
 
 __all__ = [
@@ -31,6 +40,7 @@ __all__ = [
     "METRIC_NOTE",
     "Table",
     "case_table",
+    "choice_table",
     "facts_sections",
     "html_table",
     "kinds_table",
@@ -61,24 +71,15 @@ METRIC_NOTE = (
 )
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1%}"
-
-
-def _num(value: float | None, digits: int = 0) -> str:
-    return "–" if value is None else f"{value:,.{digits}f}"
-
-
-def _usd(value: float | None) -> str:
-    return "n/a" if value is None else f"${value:.4f}"
-
-
 def report_data(
     rows: Sequence[ResultRow], *, config: RunConfig, prices: Mapping[str, Price]
 ) -> dict[str, Any]:
     """What ``report.json`` holds: the run's config, the verdict lines, per-strategy aggregates
-    and missed gold facts (every one, by text, with ids, kind and cases), per-case rows."""
+    (with the spread of gold recall over runs), missed gold facts (every one, by text, with ids,
+    kind and cases), per-case rows and the recommendation. Costs are null unless a priced model
+    made calls."""
     aggregates = aggregate(rows, prices)
+    priced = priced_calls(rows, prices)
     models = sorted({r.agent_model for r in rows} | {c.model for r in rows for c in r.calls})
     used = {m: price_for(m, prices) for m in models}
     cases = []
@@ -87,6 +88,7 @@ def report_data(
             {
                 "case_id": row.case_id,
                 "strategy": row.label,
+                "repeat": row.repeat,
                 "status": row.status,
                 "error": row.error,
                 "tokens_before": row.tokens_before,
@@ -98,7 +100,7 @@ def report_data(
                 "gold_recall": row.gold.recall if row.gold else None,
                 "missed_gold": [m.model_dump() for m in row.gold.missed] if row.gold else [],
                 "extracted_recall": row.extracted.recall if row.extracted else None,
-                "cost_usd": row_cost(row, prices),
+                "cost_usd": row_cost(row, prices) if priced else None,
                 "latency_s": row.latency_s,
                 "probe_accuracy": row.probe_accuracy,
                 "probe_accuracy_full": row.probe_accuracy_full,
@@ -111,102 +113,23 @@ def report_data(
         "config": config.model_dump(),
         "prices": {m: (p.model_dump() if p else None) for m, p in used.items()},
         "verdicts": [v.line for v in verdicts(aggregates)],
-        "strategies": [a.model_dump() for a in aggregates],
+        "strategies": [
+            a.model_dump() | {"gold_recall_spread": _spread_json(a.gold_recall_runs)}
+            for a in aggregates
+        ],
         "missed_facts": {
             label: [e.model_dump() | {"count": e.count} for e in entries]
             for label, entries in missed_facts(rows).items()
         },
         "cases": cases,
-        "notes": {"metrics": METRIC_NOTE, "cost": COST_NOTE},
+        "recommendation": recommend(aggregates, config).to_json(),
+        "notes": {"metrics": METRIC_NOTE, "cost": COST_NOTE if priced else None},
     }
 
 
-def strategy_table(aggregates: Sequence[StrategyAggregate]) -> Table:
-    """One line per strategy: recall, compression, tokens, cost, latency (and probes if run)."""
-    probes = any(a.probe_accuracy is not None for a in aggregates)
-    headers = [
-        "strategy",
-        "cases",
-        "errors",
-        "infeasible",
-        "within budget",
-        "gold recall",
-        "extracted recall",
-        "after/before",
-        "tokens after",
-        "summary tokens",
-        "cost per case",
-        "latency (s)",
-    ]
-    if probes:
-        headers += ["probe accuracy", "full-context accuracy", "gap"]
-    lines: list[list[Cell]] = []
-    for a in aggregates:
-        line: list[Cell] = [
-            a.label,
-            str(a.rows),
-            str(a.errors),
-            str(a.infeasible),
-            f"{a.met_budget}/{a.rows}",
-            _pct(a.gold_recall),
-            _pct(a.extracted_recall),
-            _num(a.compression_ratio, 3),
-            _num(a.tokens_after),
-            _num(a.summary_tokens),
-            _usd(a.cost_usd),
-            _num(a.latency_s, 2),
-        ]
-        if probes:
-            line += [_pct(a.probe_accuracy), _pct(a.probe_accuracy_full), _pct(a.probe_gap)]
-        lines.append(line)
-    return headers, lines, 1
-
-
-def kinds_table(aggregates: Sequence[StrategyAggregate]) -> Table:
-    """Missed gold facts by kind, one line per strategy."""
-    kinds = sorted({k for a in aggregates for k in a.missed_by_kind})
-    lines: list[list[Cell]] = [
-        [
-            a.label,
-            *(str(a.missed_by_kind.get(k, 0)) for k in kinds),
-            str(sum(a.missed_by_kind.values())),
-        ]
-        for a in aggregates
-    ]
-    return ["strategy", *kinds, "total"], lines, 1
-
-
-def case_table(rows: Sequence[ResultRow]) -> Table:
-    """One line per case and strategy."""
-    lines: list[list[Cell]] = []
-    for r in rows:
-        if r.status in ("error", "infeasible"):
-            status = f"{r.status}: {r.error}"
-        else:
-            status = "; ".join([*r.notes, *([f"failure: {r.failure}"] if r.failure else [])])
-        lines.append(
-            [
-                r.case_id,
-                r.label,
-                missed_cell(r.gold.missed if r.gold else []),
-                status or "–",
-                _pct(r.gold.recall if r.gold else None),
-                _pct(r.extracted.recall if r.extracted else None),
-                _num(r.compression_ratio, 3),
-                f"{_num(r.tokens_after)} / {_num(r.budget_tokens)}",
-            ]
-        )
-    headers = [
-        "case",
-        "strategy",
-        "missed gold facts",
-        "notes",
-        "gold recall",
-        "extracted recall",
-        "after/before",
-        "tokens after / budget",
-    ]
-    return headers, lines, 4
+def _spread_json(values: list[float]) -> dict[str, Any] | None:
+    found = spread(values)
+    return found.model_dump() if found is not None and found.runs > 1 else None
 
 
 def _run_lines(config: RunConfig, rows: Sequence[ResultRow]) -> list[str]:
@@ -215,6 +138,15 @@ def _run_lines(config: RunConfig, rows: Sequence[ResultRow]) -> list[str]:
         if config.context_window
         else "each case's own token count"
     )
+    runs = max((r.repeat + 1 for r in rows), default=1)
+    repeats = (
+        [
+            f"Runs: each model strategy ran {runs} times over the cases (--repeat {runs}); "
+            "offline strategies are deterministic and ran once."
+        ]
+        if runs > 1
+        else []
+    )
     return [
         f"Budget: {config.budget:.0%} of {base}.",
         f"Model: {config.model or 'none (offline strategies only)'}; probes: "
@@ -222,6 +154,7 @@ def _run_lines(config: RunConfig, rows: Sequence[ResultRow]) -> list[str]:
         f"({config.prompt_digest[:12]}).",
         f"Datasets: {', '.join(d[:12] for d in config.datasets)} (SHA-256); "
         f"{len({r.case_id for r in rows})} cases, {len(rows)} rows.",
+        *repeats,
     ]
 
 
@@ -238,8 +171,10 @@ def facts_sections(rows: Sequence[ResultRow]) -> list[tuple[str, Table | None]]:
 def render_markdown(
     rows: Sequence[ResultRow], *, config: RunConfig, prices: Mapping[str, Price]
 ) -> str:
-    """``report.md``: the verdict lines first, then the tables."""
+    """``report.md``: the verdict lines first, then the tables, the notes, and last the
+    recommendation."""
     aggregates = aggregate(rows, prices)
+    cost = [COST_NOTE, ""] if priced_calls(rows, prices) else []
     facts: list[str] = []
     for sentence, table in facts_sections(rows):
         facts += [md_text(sentence), ""]
@@ -271,8 +206,8 @@ def render_markdown(
         "",
         METRIC_NOTE,
         "",
-        COST_NOTE,
-        "",
+        *cost,
+        *recommendation_markdown(aggregates, recommend(aggregates, config)),
     ]
     return "\n".join(parts)
 
@@ -292,8 +227,10 @@ ul.verdicts{font-size:1.05rem;padding-left:1.2rem}ul.verdicts li{margin:.2rem 0}
 def render_html(
     rows: Sequence[ResultRow], *, config: RunConfig, prices: Mapping[str, Price]
 ) -> str:
-    """``report.html``: self-contained, the verdict lines first, with the two charts."""
+    """``report.html``: self-contained, the verdict lines first, with the two charts, the
+    recommendation last."""
     aggregates = aggregate(rows, prices)
+    cost = f'<p class="note">{escape(COST_NOTE)}</p>' if priced_calls(rows, prices) else ""
     series: dict[str, list[Point]] = {a.label: [] for a in aggregates}
     for r in rows:
         recall = r.gold.recall if r.status == "ok" and r.gold is not None else None
@@ -341,8 +278,8 @@ def render_html(
         f"<h2>Facts the summaries missed</h2>{facts}"
         "<h2>Cases</h2>"
         f"{html_table(case_table(rows))}"
-        f'<h2>Notes</h2><p class="note">{escape(METRIC_NOTE)}</p>'
-        f'<p class="note">{escape(COST_NOTE)}</p>'
+        f'<h2>Notes</h2><p class="note">{escape(METRIC_NOTE)}</p>{cost}'
+        f"{recommendation_html(aggregates, recommend(aggregates, config))}"
         "</body></html>\n"
     )
 

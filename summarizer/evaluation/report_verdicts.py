@@ -2,8 +2,10 @@
 
 Each line is built from the strategy's aggregate and says only what was measured: gold recall
 and compression when cases were scored, how many cases were not (errors, infeasible at the
-budget) or ended over it, what became of the model's summaries when it wrote any, probe accuracy
-when probes ran, the estimated cost when every model involved has a price. The strategy with the
+budget) or ended over it, how far gold recall moved across runs when the strategy ran more than
+once (``--repeat``), what became of the model's summaries when it wrote any, probe accuracy when
+probes ran, the estimated cost when a priced model made calls and every model involved has a
+price. The strategy with the
 best gold recall is marked (ties: the lower tokens after/before; all still tied are marked), when
 more than one strategy has a gold recall to compare.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .metrics import StrategyAggregate
+from .metrics import StrategyAggregate, spread
 
 _TOLERANCE = 1e-9
 """Recalls and ratios closer than this are equal (means of the same fractions in another order)."""
@@ -69,9 +71,21 @@ def _coverage(a: StrategyAggregate, scored: int, same_cases: bool) -> str | None
         *([_plural(a.errors, "error", "errors")] if a.errors else []),
         *([f"{a.infeasible} infeasible at this budget"] if a.infeasible else []),
     ]
+    cases = a.cases or a.rows
     if failed:
-        return f"{scored} of {_plural(a.rows, 'case', 'cases')} scored ({', '.join(failed)})"
-    return None if same_cases else _plural(a.rows, "case", "cases")
+        counted = _plural(a.rows, "case", "cases") if a.runs == 1 else f"{a.rows} rows"
+        return f"{scored} of {counted} scored ({', '.join(failed)})"
+    return None if same_cases else _plural(cases, "case", "cases")
+
+
+def _runs(a: StrategyAggregate) -> str | None:
+    values = spread(a.gold_recall_runs) if a.runs > 1 else None
+    if values is None:
+        return None
+    return (
+        f"gold recall {values.min:.1%} to {values.max:.1%} over {values.runs} runs "
+        f"(median {values.median:.1%})"
+    )
 
 
 def _summaries(a: StrategyAggregate) -> str | None:
@@ -113,6 +127,7 @@ def verdict(a: StrategyAggregate, *, best: bool = False, same_cases: bool = True
             _size(a),
             _coverage(a, scored, same_cases),
             f"{over} over budget" if over > 0 else None,
+            _runs(a),
             _summaries(a),
             _probes(a),
             f"${a.cost_usd:.4f} per case (estimated)" if a.cost_usd is not None else None,
@@ -125,5 +140,5 @@ def verdict(a: StrategyAggregate, *, best: bool = False, same_cases: bool = True
 def verdicts(aggregates: Sequence[StrategyAggregate]) -> list[Verdict]:
     """One verdict per strategy, in the aggregates' order."""
     best = best_labels(aggregates)
-    same_cases = len({a.rows for a in aggregates}) <= 1
+    same_cases = len({a.cases or a.rows for a in aggregates}) <= 1
     return [verdict(a, best=a.label in best, same_cases=same_cases) for a in aggregates]

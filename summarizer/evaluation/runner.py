@@ -1,8 +1,10 @@
 """Running every strategy on every case, resumably, with bounded concurrency.
 
 An output directory holds one run: ``run.json`` (the ``RunConfig`` rows depend on),
-``results.jsonl`` (one ``ResultRow`` per case, strategy and variant, appended and flushed as each
-finishes, so an interrupted run loses only the rows in flight) and the reports written at the end.
+``results.jsonl`` (one ``ResultRow`` per case, strategy, variant and repeat, appended and flushed
+as each finishes, so an interrupted run loses only the rows in flight) and the reports written at
+the end. ``repeat`` is not part of ``RunConfig``: running again with a larger ``--repeat`` keeps
+the runs already there and adds the missing ones.
 Running again into the same directory skips every row already there with status ``ok`` or
 ``infeasible`` and recomputes the ones that errored; a directory whose ``run.json`` differs from
 this run's is refused rather than mixed.
@@ -51,6 +53,8 @@ PROMPTS_USED = (
     "self_summary_since_strict",
     "summary_frame",
     "fallback_summary",
+    "mechanical_frame",
+    "ledger_summary",
     "truncated_output",
     "masked_output",
     "from_scratch_system",
@@ -89,6 +93,8 @@ class EvalSettings:
     """Completion cap of the summary requests the model strategies make."""
     summary_cap_field: SummaryCapField = "auto"
     """The request field that carries that cap (``CompactionConfig.summary_cap_field``)."""
+    repeat: int = 1
+    """Runs of each model strategy on each case (offline strategies run once)."""
 
     @property
     def uses_probes(self) -> bool:
@@ -108,6 +114,8 @@ class RunOutcome:
     """Rows of this run that ended with status ``error``."""
     elapsed_s: float
     reports: list[Path]
+    config: RunConfig
+    """The run's ``run.json``."""
 
 
 # --- configuration ------------------------------------------------------------------------------
@@ -156,6 +164,8 @@ def validate_settings(settings: EvalSettings) -> list[Strategy]:
         )
     if not 0 < settings.budget <= 1:
         raise ConfigurationError(f"--budget must be in (0, 1], got {settings.budget}")
+    if settings.repeat < 1:
+        raise ConfigurationError(f"--repeat must be at least 1, got {settings.repeat}")
     if settings.concurrency < 1:
         raise ConfigurationError(f"--concurrency must be at least 1, got {settings.concurrency}")
     if settings.context_window is not None and settings.context_window < 1:
@@ -256,7 +266,8 @@ def make_client(upstream: str, api_key: str | None) -> SummaryClient:
 def order_rows(
     rows: Iterable[ResultRow], cases: Sequence[Case], strategies: Sequence[Strategy]
 ) -> list[ResultRow]:
-    """Rows by strategy (run order, then others by name), then case (dataset order), variant."""
+    """Rows by strategy (run order, then others by name), variant, case (dataset order), then
+    repeat."""
     strategy_rank = {s.name: i for i, s in enumerate(strategies)}
     case_rank = {c.id: i for i, c in enumerate(cases)}
     return sorted(
@@ -267,6 +278,7 @@ def order_rows(
             r.variant or "",
             case_rank.get(r.case_id, len(case_rank)),
             r.case_id,
+            r.repeat,
         ),
     )
 
@@ -296,7 +308,7 @@ def run_eval(
     selected = list(cases[: settings.limit] if settings.limit is not None else cases)
     results_path = settings.out / RESULTS_FILE
     existing = read_rows(results_path)
-    jobs = plan_jobs(selected, strategies)
+    jobs = plan_jobs(selected, strategies, settings.repeat)
     pending = [j for j in jobs if (r := existing.get(j.key)) is None or r.status == "error"]
     evaluator = Evaluator(
         RowSettings(
@@ -351,4 +363,5 @@ def run_eval(
         errors=errors,
         elapsed_s=time.monotonic() - started,
         reports=reports,
+        config=config,
     )
