@@ -9,6 +9,7 @@ a model) run when an upstream and a model are given, with the key from ``$OPENAI
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -16,11 +17,13 @@ from pathlib import Path
 from summarizer.evaluation.dataset import load_dataset
 from summarizer.evaluation.metrics import aggregate
 from summarizer.evaluation.pricing import load_prices
-from summarizer.evaluation.report import kinds_table, markdown_table, strategy_table
+from summarizer.evaluation.recommend import recommend
+from summarizer.evaluation.report import choice_table, kinds_table, markdown_table, strategy_table
 from summarizer.evaluation.runner import EvalSettings, run_eval
 from summarizer.evaluation.strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES
 
-from .results import Section, print_section
+from . import real_sessions
+from .results import Floor, Section, print_section
 
 TITLE = "Quality"
 COMMAND = "python -m benchmarks.quality"
@@ -59,6 +62,7 @@ def run(
         )
         outcome = run_eval(settings, cases)
     aggregates = aggregate(outcome.rows, load_prices())
+    recommendation = recommend(aggregates, outcome.config)
     cases_run = len({row.case_id for row in outcome.rows})
     if with_model:
         models = f"The model strategies ran against `{model}` at the configured upstream."
@@ -77,9 +81,54 @@ def run(
             markdown_table(strategy_table(aggregates)),
             "Missed gold facts by kind:",
             markdown_table(kinds_table(aggregates)),
+            "Choosing a policy (the report's last section: proxy policies can be recommended, "
+            "baselines never; gold recall next to tokens after, and per 1k tokens, compares "
+            "strategies of different sizes):",
+            markdown_table(choice_table(aggregates, recommendation)),
+            f"**{recommendation.headline}** " + " ".join(recommendation.paragraphs),
         ]
     )
-    return Section(title=TITLE, command=COMMAND, body=body)
+    floors: list[Floor] = []
+    if not quick and real_sessions.SHARED.is_dir():
+        sessions, floors = _real_sessions()
+        body += "\n\n" + sessions
+    return Section(title=TITLE, command=COMMAND, body=body, floors=floors)
+
+
+def _real_sessions() -> tuple[str, list[Floor]]:
+    """The dev set of real sessions (``real_sessions``): the table, precision and floors."""
+    found, items = real_sessions.measure(real_sessions.SHARED)
+    labels = json.loads(real_sessions.LABELS.read_text(encoding="utf-8"))
+    facts, judged, unjudged = real_sessions.precision(items, labels)
+    share = f"{facts / judged:.1%}" if judged else "–"
+    text = "\n\n".join(
+        [
+            "**Real sessions** (`python -m benchmarks.real_sessions`): every trajectory in "
+            "`../shared/trajectories` the converters read (2 Claude Code sessions with the "
+            "summary Claude Code wrote at its own compaction, 31 mini-swe-agent SWE-bench runs, "
+            "SWE-agent runs, the first trial of each tau-bench task), a third of it held aside "
+            "by a hash of the case id (never the two Claude Code sessions). Gold facts are the "
+            "converters' own, from what each run did, not the ledger's extractor. Each strategy "
+            "compacts each case to 0.1 and to 0.3 of its tokens; each cell pools the cases every "
+            "strategy could compact (*left out*: a case some strategy could not fit, mostly "
+            "tau-bench's 3k-token policy prompt and mini-swe-agent's task, which no strategy "
+            "may compact). *Ledger-only before* is the fact ledger before it ranked by what the "
+            f"agent did (commit {real_sessions.BEFORE_COMMIT}, recorded per case in "
+            "`benchmarks/ledger_before.json`); `masking` is the proxy's policy (masking, then "
+            "the ledger where masking is not enough), `observation-masking` the published "
+            "baseline (masking, then the oldest turns dropped).",
+            real_sessions.table(found),
+            f"Ledger precision: of a fixed sample of {judged + len(unjudged)} ledger items "
+            f"(seeded, over every ledger the ledger-only rows wrote), {facts} of {judged} judged "
+            f"are facts a reader would keep ({share}); the verdicts, one reader's, are in "
+            "`benchmarks/ledger_precision.json`. A sample drawn the same way from the ledgers "
+            f"at {real_sessions.BEFORE_COMMIT} had 104 facts of 120 (86.7%); the rest were "
+            "attribute names read as dotfiles (9, `.netloc`, `.split`), regex and escape "
+            "fragments (3, `\\w+`, `\\d+`), `/.a`, a cut path, CSS class names and a bare "
+            "status line.",
+        ]
+    )
+    return text, real_sessions.floors(found)
 
 
 def main() -> None:

@@ -73,12 +73,16 @@ def run(
     work: Path = WORK,
     upstream: str | None = None,
     written: bool = False,
+    strategies: Sequence[str] = STRATEGIES,
+    timing: bool = True,
 ) -> Section:
-    """Evaluate every strategy on the cut runs (``quick``: two of them) and report.
+    """Evaluate ``strategies`` (default: every one) on the cut runs (``quick``: two of them)
+    and report.
 
     ``upstream`` is an OpenAI-compatible base URL to use instead of starting llama.cpp (the
     tests use the project's test upstream). ``written``: run nothing, report the runs whose
-    rows are all in ``work`` already.
+    rows are all in ``work`` already. ``timing``: time each case's self-summary call cold as
+    well (a flushed cache), about 75 s a case on 2 cores.
     """
     del out_dir  # the rows go to ``work``; the tables go in RESULTS.md
     if not trajectories.is_dir():
@@ -90,12 +94,12 @@ def run(
         cases = cases[:QUICK_CASES]
     if written:
         server = LLAMA
-        rows, timings = _written(cases, work, server)
+        rows, timings = _written(cases, work, server, strategies)
         done = {row.case_id for row in rows}
         cases = [case for case in cases if case.id in done]
     elif upstream is not None:
         server = "the given upstream"
-        rows, timings = _evaluate(cases, upstream, work, server)
+        rows, timings = _evaluate(cases, upstream, work, server, strategies, timing)
     else:
         from summarizer.testing.real_model import LlamaServer, ModelUnavailable, model_file
 
@@ -105,7 +109,7 @@ def run(
             return _not_run(f"the model is not installed ({exc})")
         server = LLAMA
         with LlamaServer(path, n_ctx=N_CTX) as llama:
-            rows, timings = _evaluate(cases, llama.base_url, work, server)
+            rows, timings = _evaluate(cases, llama.base_url, work, server, strategies, timing)
     body, floors = report(
         rows,
         timings,
@@ -120,18 +124,22 @@ def run(
         },
     )
     command = f"{COMMAND} --written" if written else COMMAND
+    if tuple(strategies) != STRATEGIES:
+        command += " --strategies " + ",".join(strategies)
+    if not timing:
+        command += " --no-timing"
     return Section(title=TITLE, command=command, body=body, floors=floors)
 
 
 def _written(
-    cases: Sequence[Case], work: Path, server: str
+    cases: Sequence[Case], work: Path, server: str, strategies: Sequence[str]
 ) -> tuple[list[ResultRow], list[CacheTiming]]:
     """The rows and timings in ``work`` of the cases every strategy has a row for."""
-    if not _same_settings(work, server):
+    if not _same_settings(work, server, strategies):
         return [], []
     rows = read_rows(work / ROWS)
     timings = _read_timings(work / TIMINGS)
-    wanted = plan_jobs(cases, resolve_strategies(STRATEGIES))
+    wanted = plan_jobs(cases, resolve_strategies(strategies))
     complete = {
         case.id
         for case in cases
@@ -156,13 +164,14 @@ def _read_timings(path: Path) -> dict[str, CacheTiming]:
     return timings
 
 
-def _same_settings(work: Path, server: str) -> bool:
+def _same_settings(work: Path, server: str, strategies: Sequence[str]) -> bool:
     """Whether the rows in ``work`` were made with this section's settings."""
     stamp = work / "settings.json"
-    return stamp.exists() and stamp.read_text(encoding="utf-8") == json.dumps(_settings(server))
+    wanted = json.dumps(_settings(server, strategies))
+    return stamp.exists() and stamp.read_text(encoding="utf-8") == wanted
 
 
-def _settings(server: str) -> dict[str, object]:
+def _settings(server: str, strategies: Sequence[str]) -> dict[str, object]:
     """What the rows in the work folder depend on."""
     return {
         "n_ctx": N_CTX,
@@ -170,7 +179,7 @@ def _settings(server: str) -> dict[str, object]:
         "budget": BUDGET,
         "max_summary_tokens": MAX_SUMMARY_TOKENS,
         "cap_field": CAP_FIELD,
-        "strategies": STRATEGIES,
+        "strategies": list(strategies),
         "server": server,
     }
 
@@ -184,21 +193,28 @@ def _not_run(why: str) -> Section:
 
 
 def _evaluate(
-    cases: Sequence[Case], base_url: str, work: Path, server: str
+    cases: Sequence[Case],
+    base_url: str,
+    work: Path,
+    server: str,
+    strategies: Sequence[str],
+    timing: bool,
 ) -> tuple[list[ResultRow], list[CacheTiming]]:
-    """Every (case, strategy) row, resuming from ``work``, and each case's cold/warm timing."""
+    """Every (case, strategy) row, resuming from ``work``, and (``timing``) each case's
+    cold/warm timing."""
     from summarizer.testing.real_model import MODEL_ALIAS
 
     work.mkdir(parents=True, exist_ok=True)
     rows_file, timings_file = work / ROWS, work / TIMINGS
-    if not _same_settings(work, server):
+    if not _same_settings(work, server, strategies):
         # Rows of other settings (or another upstream) must not be mixed in: start afresh.
         rows_file.unlink(missing_ok=True)
         timings_file.unlink(missing_ok=True)
-        (work / "settings.json").write_text(json.dumps(_settings(server)), encoding="utf-8")
+        stamp = json.dumps(_settings(server, strategies))
+        (work / "settings.json").write_text(stamp, encoding="utf-8")
     done = read_rows(rows_file)
     timings = _read_timings(timings_file)
-    clock = LiveCache(make_client(base_url, None), base_url, MODEL_ALIAS)
+    clock = LiveCache(make_client(base_url, None), base_url, MODEL_ALIAS, cold=timing)
     clock.timings = dict(timings)
     settings = RowSettings(
         budget=BUDGET,
@@ -208,7 +224,7 @@ def _evaluate(
         summary_cap_field=CAP_FIELD,
     )
     evaluator = Evaluator(settings, clock)
-    jobs = plan_jobs(cases, resolve_strategies(STRATEGIES))
+    jobs = plan_jobs(cases, resolve_strategies(strategies))
     writer = RowWriter(rows_file)
     try:
         for job in jobs:
@@ -218,11 +234,11 @@ def _evaluate(
             row = evaluator(job)
             done[row.key] = row
             writer.write(row)
-            timing = clock.timings.get(job.case.id)
-            if timing is not None and job.case.id not in timings:
-                timings[job.case.id] = timing
+            measured = clock.timings.get(job.case.id)
+            if measured is not None and job.case.id not in timings:
+                timings[job.case.id] = measured
                 with timings_file.open("a", encoding="utf-8") as out:
-                    out.write(json.dumps(asdict(timing)) + "\n")
+                    out.write(json.dumps(asdict(measured)) + "\n")
     finally:
         writer.close()
         clock.close()
@@ -242,6 +258,16 @@ def main() -> None:
     parser.add_argument(
         "--written", action="store_true", help="run nothing: report the runs already in --work"
     )
+    parser.add_argument(
+        "--strategies",
+        default=",".join(STRATEGIES),
+        help="comma-separated strategies to run (default: every one)",
+    )
+    parser.add_argument(
+        "--no-timing",
+        action="store_true",
+        help="skip the cold self-summary call of each case (about 75 s a case)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         section = run(
@@ -250,6 +276,8 @@ def main() -> None:
             trajectories=args.trajectories,
             work=args.work,
             written=args.written,
+            strategies=tuple(args.strategies.split(",")),
+            timing=not args.no_timing,
         )
     print_section(section)
 

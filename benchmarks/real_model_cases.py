@@ -91,8 +91,12 @@ class LiveCache:
     """A summary client whose calls meet the server's cache as production leaves it (see the
     module docstring); ``case`` must be set to the case being evaluated."""
 
-    def __init__(self, inner: SummaryClient, base_url: str, model: str) -> None:
+    def __init__(
+        self, inner: SummaryClient, base_url: str, model: str, *, cold: bool = True
+    ) -> None:
         self.inner = inner
+        self.cold = cold
+        """Whether to time each case's first self-summary call cold too (a flushed cache)."""
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.case: Case | None = None
@@ -127,7 +131,7 @@ class LiveCache:
             raise RuntimeError("LiveCache.case is not set")
         extends = self._is_self_summary(call, case)
         cold: tuple[float, SummaryOutcome] | None = None
-        if extends and case.id not in self.timings:
+        if self.cold and extends and case.id not in self.timings:
             self._send(FLUSH)
             cold = self._timed(call)
         if extends:

@@ -159,12 +159,20 @@ def report(
             f"({sum(len(at_risk(case)) for case in common)} of their "
             f"{sum(len(case.facts) for case in common)} gold facts). By kind:",
             markdown_table(["strategy", *names], kind_lines),
-            "The self-summary call of each case, made twice on the same server: cold, after an "
-            "unrelated request flushed llama.cpp's cache, and warm, right after the agent's own "
-            "request (the cut conversation), as when compaction starts in production. Whole "
-            f"calls, prefill and decode, over {len(timings)} cases"
-            + (f"; median warm/cold per case {ratio:.2f}×." if ratio is not None else "."),
-            markdown_table(["self-summary call", "median time", "output tokens"], timing_lines),
+            *(
+                [
+                    "The self-summary call of each case, made twice on the same server: cold, "
+                    "after an unrelated request flushed llama.cpp's cache, and warm, right after "
+                    "the agent's own request (the cut conversation), as when compaction starts "
+                    f"in production. Whole calls, prefill and decode, over {len(timings)} cases"
+                    + (f"; median warm/cold per case {ratio:.2f}×." if ratio is not None else "."),
+                    markdown_table(
+                        ["self-summary call", "median time", "output tokens"], timing_lines
+                    ),
+                ]
+                if timings
+                else ["The cold self-summary call was not timed in this run (`--no-timing`)."]
+            ),
             work,
         ]
     )

@@ -9,12 +9,17 @@ what it was tuned on. Gold facts are the converters' own (what the run did: file
 or final patch changed, commands it ran and how they ended, errors its tools reported, the
 user's own words), never the fact ledger's extractor.
 
-Every offline strategy compacts each case to each of ``BUDGETS`` of its own tokens (0.1, the issue's, where only
-the long sessions leave room for more than their task; 0.3). Precision is judged on
-a fixed sample of ledger items by a reader (``ledger_precision.json``: one verdict per item, kept
-in the repository so it can be audited); items no verdict covers are listed, not guessed.
+Every offline strategy compacts each case to each of ``BUDGETS`` of its own tokens: 0.1 (the
+issue's, where only the long sessions leave room for more than their task) and 0.3. Precision is
+judged on a fixed sample of ledger items by a reader (``ledger_precision.json``: one verdict per
+item, kept in the repository so it can be audited); items no verdict covers are listed, not
+guessed.
 
-    python -m benchmarks.real_sessions [--shared PATH] [--sample-out FILE]
+The ledger's figures before the ranked ledger of issue 27 are kept per case in
+``ledger_before.json`` (written at commit 7592c02 with ``--record``), so the table sets them
+beside today's on exactly the same cases.
+
+    python -m benchmarks.real_sessions [--shared PATH] [--sample-out FILE] [--record FILE]
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import argparse
 import hashlib
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,12 +47,14 @@ from summarizer.evaluation.metrics import context_text, gold_fact_recall
 from summarizer.evaluation.strategies import STRATEGIES
 from summarizer.loaders.tokenizers import make_counter
 
-from .results import markdown_table
+from .results import Floor, markdown_table
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 BUDGETS = (0.1, 0.3)
-STRATEGY_NAMES = ("given", "ledger-only", "masking", "truncate")
+STRATEGY_NAMES = ("given", "ledger-only", "masking", "observation-masking", "truncate")
 LABELS = Path(__file__).with_name("ledger_precision.json")
+BEFORE = Path(__file__).with_name("ledger_before.json")
+BEFORE_COMMIT = "7592c02"
 SAMPLE_SIZE = 120
 SAMPLE_SEED = 27
 AGENT_MODEL = "gpt-4o"
@@ -105,7 +112,7 @@ def dev_set(shared: Path) -> list[DevCase]:
     return [item for item in found if item.case.facts]
 
 
-def ledger_items(messages: Sequence[dict[str, object]]) -> list[str]:
+def ledger_items(messages: Sequence[Mapping[str, object]]) -> list[str]:
     """The ledger lines (``kind: text``) of the summary messages in ``messages``."""
     items: list[str] = []
     for message in messages:
@@ -114,7 +121,9 @@ def ledger_items(messages: Sequence[dict[str, object]]) -> list[str]:
     return items
 
 
-def evaluate(cases: Sequence[DevCase], budget_share: float) -> tuple[list[Outcome], list[str]]:
+def evaluate(
+    cases: Sequence[DevCase], budget_share: float, names: Sequence[str] = STRATEGY_NAMES
+) -> tuple[list[Outcome], list[str]]:
     """What each strategy kept of each case compacted to ``budget_share`` of its tokens, and
     every ledger item ledger-only wrote."""
     outcomes: list[Outcome] = []
@@ -124,7 +133,7 @@ def evaluate(cases: Sequence[DevCase], budget_share: float) -> tuple[list[Outcom
         case = item.case
         budget = max(1, int(budget_share * request_tokens(counter, case.messages, case.tools)))
         part = "held aside" if item.held_aside else "dev"
-        for name in STRATEGY_NAMES:
+        for name in names:
             strategy = STRATEGIES[name]
             for variant in strategy.variants(case):
                 job = CompactionInput(case, budget, counter, AGENT_MODEL, variant=variant)
@@ -146,7 +155,7 @@ def evaluate(cases: Sequence[DevCase], budget_share: float) -> tuple[list[Outcom
     return outcomes, items
 
 
-def precision(items: Sequence[str], labels: dict[str, bool]) -> tuple[int, int, list[str]]:
+def precision(items: Sequence[str], labels: Mapping[str, bool]) -> tuple[int, int, list[str]]:
     """Of a fixed sample of ``items``: how many a reader called facts, how many were judged,
     and the sampled items no verdict covers yet."""
     unique = sorted(set(items))
@@ -156,31 +165,124 @@ def precision(items: Sequence[str], labels: dict[str, bool]) -> tuple[int, int, 
     return facts, len(judged), [item for item in sample if item not in labels]
 
 
-def rows(outcomes: Sequence[Outcome]) -> Iterator[list[str]]:
-    """Table rows, one per (part, converter): each strategy's gold facts kept, pooled over the
-    cases every strategy with a row there could compact (so the columns compare like with
-    like), and how many cases were left out because one of them could not."""
-    groups: dict[tuple[float, str, str], list[Outcome]] = {}
+def _key(budget: float, case_id: str) -> str:
+    return f"{budget:g}|{case_id}"
+
+
+def _cell(kept: int, total: int) -> str:
+    return f"{kept}/{total} ({kept / total:.1%})" if total else "–"
+
+
+@dataclass
+class Group:
+    """The cases of one (budget, part, converter) every strategy (and the recorded ledger)
+    could compact, and what each kept of them."""
+
+    budget: float
+    part: str
+    converter: str
+    cases: int
+    left_out: int
+    kept: dict[str, tuple[int, int]]
+    """By strategy (and ``before``): gold facts kept, of how many."""
+
+
+def groups(outcomes: Sequence[Outcome], before: Mapping[str, int | None]) -> list[Group]:
+    """Per (budget, part, converter): each strategy's gold facts kept, pooled over the cases
+    every strategy with a row there could compact, and the ledger's recorded figure on them
+    (so the columns compare like with like)."""
+    found: dict[tuple[float, str, str], list[Outcome]] = {}
     for outcome in outcomes:
-        groups.setdefault((outcome.budget, outcome.part, outcome.converter), []).append(outcome)
-    for (budget, part, converter), group in sorted(groups.items()):
+        found.setdefault((outcome.budget, outcome.part, outcome.converter), []).append(outcome)
+    out: list[Group] = []
+    for (budget, part, converter), group in sorted(found.items()):
         present = {o.strategy for o in group}
         by_case: dict[str, list[Outcome]] = {}
         for outcome in group:
             by_case.setdefault(outcome.case_id, []).append(outcome)
         common = [
-            found
-            for found in by_case.values()
-            if {o.strategy for o in found} == present and all(o.kept is not None for o in found)
+            rows
+            for case_id, rows in by_case.items()
+            if {o.strategy for o in rows} == present
+            and all(o.kept is not None for o in rows)
+            and (not before or before.get(_key(budget, case_id)) is not None)
         ]
-        cells = []
-        for name in STRATEGY_NAMES:
-            ran = [o for found in common for o in found if o.strategy == name]
-            kept = sum(o.kept or 0 for o in ran)
-            total = sum(o.total for o in ran)
-            cells.append(f"{kept}/{total} ({kept / total:.1%})" if ran and total else "–")
-        left_out = len(by_case) - len(common)
-        yield [f"{budget:g}", part, converter, str(len(common)), str(left_out), *cells]
+        kept: dict[str, tuple[int, int]] = {}
+        for name in sorted(present):
+            ran = [o for rows in common for o in rows if o.strategy == name]
+            kept[name] = (sum(o.kept or 0 for o in ran), sum(o.total for o in ran))
+        if before and common:
+            totals = [rows[0].total for rows in common]
+            recorded = [before[_key(budget, rows[0].case_id)] or 0 for rows in common]
+            kept["before"] = (sum(recorded), sum(totals))
+        out.append(Group(budget, part, converter, len(common), len(by_case) - len(common), kept))
+    return out
+
+
+def table(found: Sequence[Group]) -> str:
+    """The before/after table."""
+    names = [n for n in STRATEGY_NAMES if any(n in g.kept for g in found)]
+    header = ["budget", "part", "converter", "cases", "left out", "ledger-only before", *names]
+    lines = [
+        [
+            f"{g.budget:g}",
+            g.part,
+            g.converter,
+            str(g.cases),
+            str(g.left_out),
+            _cell(*g.kept["before"]) if "before" in g.kept else "–",
+            *(_cell(*g.kept[n]) if n in g.kept and g.kept[n][1] else "–" for n in names),
+        ]
+        for g in found
+        if g.cases
+    ]
+    return markdown_table(header, lines, align="rllrr" + "r" * (len(names) + 1))
+
+
+def floors(found: Sequence[Group]) -> list[Floor]:
+    """The issue's bars: on the Claude Code sessions at 0.1, ledger-only keeps at least as many
+    gold facts as Claude Code's own summary; on the held-aside part (pooled, each budget), no
+    fewer than masking."""
+    out: list[Floor] = []
+    for g in found:
+        if g.budget == 0.1 and g.converter == "claude-code" and "given" in g.kept:
+            ledger, given = g.kept["ledger-only"][0], g.kept["given"][0]
+            out.append(
+                Floor(
+                    "Claude Code sessions at 0.1: gold facts ledger-only keeps",
+                    f"{ledger}/{g.kept['given'][1]}",
+                    f"≥ Claude Code's own summary ({given})",
+                    ledger >= given,
+                )
+            )
+    for budget in BUDGETS:
+        aside = [g for g in found if g.part == "held aside" and g.budget == budget and g.cases]
+        for other in ("masking", "observation-masking"):
+            ledger = sum(g.kept.get("ledger-only", (0, 0))[0] for g in aside)
+            rival = sum(g.kept.get(other, (0, 0))[0] for g in aside)
+            total = sum(g.kept.get("ledger-only", (0, 0))[1] for g in aside)
+            out.append(
+                Floor(
+                    f"held aside at {budget:g}: gold facts ledger-only keeps",
+                    f"{ledger}/{total}",
+                    f"≥ {other} ({rival})",
+                    ledger >= rival,
+                )
+            )
+    return out
+
+
+def measure(shared: Path) -> tuple[list[Group], list[str]]:
+    """Every group of the dev set at every budget, and the ledger items ledger-only wrote."""
+    cases = dev_set(shared)
+    outcomes: list[Outcome] = []
+    items: list[str] = []
+    for budget in BUDGETS:
+        found, written = evaluate(cases, budget)
+        outcomes += found
+        items += written
+    before = json.loads(BEFORE.read_text()) if BEFORE.is_file() else {}
+    return groups(outcomes, before), items
 
 
 def main() -> None:
@@ -188,17 +290,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=SHARED)
     parser.add_argument("--sample-out", type=Path, help="write the unjudged sample items here")
+    parser.add_argument(
+        "--record", type=Path, help="write each case's ledger-only gold facts kept here, and stop"
+    )
     args = parser.parse_args()
-    cases = dev_set(args.shared)
-    outcomes: list[Outcome] = []
-    items: list[str] = []
-    for budget in BUDGETS:
-        found, written = evaluate(cases, budget)
-        outcomes += found
-        items += written
-    header = ["budget", "part", "converter", "cases", "infeasible", *STRATEGY_NAMES]
-    table = list(rows(outcomes))
-    print(markdown_table(header, table, align="rllrr" + "r" * len(STRATEGY_NAMES)))
+    if args.record is not None:
+        record: dict[str, int | None] = {}
+        cases = dev_set(args.shared)
+        for budget in BUDGETS:
+            for outcome in evaluate(cases, budget, ("ledger-only",))[0]:
+                record[_key(budget, outcome.case_id)] = outcome.kept
+        args.record.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        return
+    found, items = measure(args.shared)
+    print(table(found))
     labels = json.loads(LABELS.read_text()) if LABELS.is_file() else {}
     facts, judged, unjudged = precision(items, labels)
     share = f"{facts / judged:.1%}" if judged else "–"
@@ -206,6 +311,8 @@ def main() -> None:
         f"\nledger precision: {facts}/{judged} judged items are facts ({share}); "
         f"{len(unjudged)} sampled items unjudged"
     )
+    for floor in floors(found):
+        print(f"{'met' if floor.met else 'MISSED'}: {floor.name}: {floor.measured} {floor.limit}")
     if args.sample_out is not None:
         args.sample_out.write_text(json.dumps({item: None for item in unjudged}, indent=1))
 

@@ -80,6 +80,27 @@ def test_each_self_summary_call_is_made_cold_then_warm_after_the_agents_request(
     assert [json.loads(line)["case_id"] for line in timings] == [case.id]
 
 
+def test_a_run_of_some_strategies_without_timing_never_flushes_the_cache(tmp_path: Path) -> None:
+    with TestUpstream() as upstream:
+        section = real_model.run(
+            quick=True,
+            out_dir=tmp_path,
+            trajectories=RUNS,
+            work=tmp_path / "work",
+            upstream=upstream.base_url,
+            strategies=("self-summary", "ledger-only"),
+            timing=False,
+        )
+        bodies: list[dict[str, Any]] = [r.body for r in upstream.requests]
+    assert not any(b["messages"] == FLUSH["messages"] for b in bodies)
+    assert "| self-summary |" in section.body and "| ledger-only |" in section.body
+    assert "| truncate |" not in section.body and "| hybrid |" not in section.body
+    assert "was not timed in this run" in section.body
+    assert "cold (cache flushed)" not in section.body
+    assert section.command.endswith("--strategies self-summary,ledger-only --no-timing")
+    assert not (tmp_path / "work" / "timings.jsonl").exists()
+
+
 def test_a_rerun_resumes_from_the_rows_written(tmp_path: Path) -> None:
     work = tmp_path / "work"
     with TestUpstream() as upstream:
@@ -99,7 +120,7 @@ def test_a_report_of_the_rows_written_runs_nothing_and_covers_only_complete_runs
 ) -> None:
     work = tmp_path / "work"
     # Written under the label a llama.cpp run has, by the test upstream.
-    monkeypatch.setattr(real_model, "_settings", lambda server: {"fixed": True})
+    monkeypatch.setattr(real_model, "_settings", lambda server, strategies: {"fixed": True})
     with TestUpstream() as upstream:
         full = _section(upstream, work)
     written = real_model.run(
