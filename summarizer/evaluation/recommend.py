@@ -25,8 +25,10 @@ from .metrics import StrategyAggregate, spread
 from .records import DEFAULT_MAX_SUMMARY_TOKENS, RunConfig
 from .strategies import STRATEGIES
 
-PROXY_POLICIES: tuple[str, ...] = ("self-summary", "hybrid", "masking", "ledger-only")
-"""The strategies that are proxy policies; every other strategy is a baseline."""
+PROXY_POLICIES: tuple[str, ...] = get_args(Policy)
+"""The strategies that are proxy policies (the engine's own list, so the two cannot drift);
+every other strategy is a baseline."""
+_BASELINES = [name for name in STRATEGIES if name not in PROXY_POLICIES]
 
 MARGIN = 0.02
 """Gold recalls within this much (2 percentage points) of the best are a near-tie."""
@@ -35,12 +37,12 @@ DEFAULT_TRIGGER: float = CompactionConfig.model_fields["trigger_ratio"].default
 """The proxy's trigger ratio, kept in the recommended block."""
 
 RULE = (
-    "The proxy policies (self-summary, hybrid, masking, ledger-only) without errors are compared; "
+    f"The proxy policies ({', '.join(PROXY_POLICIES)}) without errors are compared; "
     "of them, those with the fewest cases outside the budget (infeasible or over it; normally "
     "none) compete, and the one with the best mean gold recall is recommended. Any within "
     f"{MARGIN * 100:.0f} percentage points of it is a near-tie, won by one that needs no model, "
-    "then by fewer tokens after. Baselines (truncate, given, from-scratch, self-summary-no-ledger) "
-    "are shown, never recommended."
+    f"then by fewer tokens after. Baselines ({', '.join(_BASELINES)}) are shown, never "
+    "recommended."
 )
 """The recommendation rule, as the reports state it."""
 
