@@ -101,6 +101,10 @@ def _real_sessions() -> tuple[str, list[Floor]]:
     labels = json.loads(real_sessions.LABELS.read_text(encoding="utf-8"))
     facts, judged, unjudged = real_sessions.precision(items, labels)
     share = f"{facts / judged:.1%}" if judged else "–"
+    by_converter = ", ".join(
+        f"{converter} {kept}/{total}"
+        for converter, (kept, total) in real_sessions.precision_by_converter(items, labels).items()
+    )
     text = "\n\n".join(
         [
             "**Real sessions** (`python -m benchmarks.real_sessions`): every trajectory in "
@@ -120,7 +124,8 @@ def _real_sessions() -> tuple[str, list[Floor]]:
             real_sessions.table(found),
             f"Ledger precision: of a fixed sample of {judged + len(unjudged)} ledger items "
             f"(seeded, over every ledger the ledger-only rows wrote), {facts} of {judged} judged "
-            f"are facts a reader would keep ({share}); the verdicts, one reader's, are in "
+            f"are facts a reader would keep ({share}; by converter: {by_converter}); the "
+            "verdicts, one reader's, are in "
             "`benchmarks/ledger_precision.json`. A sample drawn the same way from the ledgers "
             f"at {real_sessions.BEFORE_COMMIT} had 104 facts of 120 (86.7%); the rest were "
             "attribute names read as dotfiles (9, `.netloc`, `.split`), regex and escape "

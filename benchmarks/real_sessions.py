@@ -123,11 +123,11 @@ def ledger_items(messages: Sequence[Mapping[str, object]]) -> list[str]:
 
 def evaluate(
     cases: Sequence[DevCase], budget_share: float, names: Sequence[str] = STRATEGY_NAMES
-) -> tuple[list[Outcome], list[str]]:
+) -> tuple[list[Outcome], list[tuple[str, str]]]:
     """What each strategy kept of each case compacted to ``budget_share`` of its tokens, and
-    every ledger item ledger-only wrote."""
+    every ledger item ledger-only wrote, with the converter of its case."""
     outcomes: list[Outcome] = []
-    items: list[str] = []
+    items: list[tuple[str, str]] = []
     counter = make_counter(AGENT_MODEL)
     for item in cases:
         case = item.case
@@ -146,7 +146,7 @@ def evaluate(
                     recall = gold_fact_recall(context_text(compaction.messages), case.facts)
                     kept = recall.kept
                     if name == "ledger-only":
-                        items += ledger_items(compaction.messages)
+                        items += [(item.converter, t) for t in ledger_items(compaction.messages)]
                 outcomes.append(
                     Outcome(
                         budget_share, part, item.converter, case.id, name, kept, len(case.facts)
@@ -155,14 +155,38 @@ def evaluate(
     return outcomes, items
 
 
-def precision(items: Sequence[str], labels: Mapping[str, bool]) -> tuple[int, int, list[str]]:
-    """Of a fixed sample of ``items``: how many a reader called facts, how many were judged,
-    and the sampled items no verdict covers yet."""
-    unique = sorted(set(items))
-    sample = random.Random(SAMPLE_SEED).sample(unique, min(SAMPLE_SIZE, len(unique)))
-    judged = [item for item in sample if item in labels]
-    facts = sum(1 for item in judged if labels[item])
-    return facts, len(judged), [item for item in sample if item not in labels]
+def sample(items: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A fixed sample of the distinct ledger items (seeded), each with the converter of the
+    first case that wrote it."""
+    first: dict[str, str] = {}
+    for converter, text in items:
+        first.setdefault(text, converter)
+    unique = sorted(first)
+    chosen = random.Random(SAMPLE_SEED).sample(unique, min(SAMPLE_SIZE, len(unique)))
+    return [(first[text], text) for text in chosen]
+
+
+def precision(
+    items: Sequence[tuple[str, str]], labels: Mapping[str, bool]
+) -> tuple[int, int, list[str]]:
+    """Of ``sample(items)``: how many a reader called facts, how many were judged, and the
+    sampled items no verdict covers yet."""
+    chosen = [text for _, text in sample(items)]
+    judged = [text for text in chosen if text in labels]
+    facts = sum(1 for text in judged if labels[text])
+    return facts, len(judged), [text for text in chosen if text not in labels]
+
+
+def precision_by_converter(
+    items: Sequence[tuple[str, str]], labels: Mapping[str, bool]
+) -> dict[str, tuple[int, int]]:
+    """Of ``sample(items)``, by converter: facts among the judged items, and judged items."""
+    out: dict[str, tuple[int, int]] = {}
+    for converter, text in sample(items):
+        if text in labels:
+            facts, judged = out.get(converter, (0, 0))
+            out[converter] = (facts + labels[text], judged + 1)
+    return dict(sorted(out.items()))
 
 
 def _key(budget: float, case_id: str) -> str:
@@ -272,11 +296,11 @@ def floors(found: Sequence[Group]) -> list[Floor]:
     return out
 
 
-def measure(shared: Path) -> tuple[list[Group], list[str]]:
+def measure(shared: Path) -> tuple[list[Group], list[tuple[str, str]]]:
     """Every group of the dev set at every budget, and the ledger items ledger-only wrote."""
     cases = dev_set(shared)
     outcomes: list[Outcome] = []
-    items: list[str] = []
+    items: list[tuple[str, str]] = []
     for budget in BUDGETS:
         found, written = evaluate(cases, budget)
         outcomes += found
