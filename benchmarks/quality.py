@@ -24,6 +24,7 @@ from summarizer.evaluation.strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIE
 
 from . import real_sessions
 from .results import Floor, Section, print_section
+from .results import markdown_table as results_table
 
 TITLE = "Quality"
 COMMAND = "python -m benchmarks.quality"
@@ -98,13 +99,20 @@ def run(
 def _real_sessions() -> tuple[str, list[Floor]]:
     """The dev set of real sessions (``real_sessions``): the table, precision and floors."""
     found, items = real_sessions.measure(real_sessions.SHARED)
+    before = [(converter, text) for converter, text in real_sessions.recorded()["items"]]
     labels = json.loads(real_sessions.LABELS.read_text(encoding="utf-8"))
-    facts, judged, unjudged = real_sessions.precision(items, labels)
-    share = f"{facts / judged:.1%}" if judged else "–"
-    by_converter = ", ".join(
-        f"{converter} {kept}/{total}"
-        for converter, (kept, total) in real_sessions.precision_by_converter(items, labels).items()
-    )
+    converters = sorted({converter for converter, _ in items} | {c for c, _ in before})
+    now = real_sessions.precision_by_converter(items, labels)
+    then = real_sessions.precision_by_converter(before, labels)
+
+    def cell(pair: tuple[int, int] | None) -> str:
+        return f"{pair[0]}/{pair[1]} ({pair[0] / pair[1]:.0%})" if pair and pair[1] else "–"
+
+    def pooled(per: dict[str, tuple[int, int]]) -> tuple[int, int]:
+        return sum(k for k, _ in per.values()), sum(t for _, t in per.values())
+
+    precision_rows = [[c, cell(then.get(c)), cell(now.get(c))] for c in converters]
+    precision_rows.append(["all", cell(pooled(then)), cell(pooled(now))])
     text = "\n\n".join(
         [
             "**Real sessions** (`python -m benchmarks.real_sessions`): every trajectory in "
@@ -122,15 +130,14 @@ def _real_sessions() -> tuple[str, list[Floor]]:
             "the ledger where masking is not enough), `observation-masking` the published "
             "baseline (masking, then the oldest turns dropped).",
             real_sessions.table(found),
-            f"Ledger precision: of a fixed sample of {judged + len(unjudged)} ledger items "
-            f"(seeded, over every ledger the ledger-only rows wrote), {facts} of {judged} judged "
-            f"are facts a reader would keep ({share}; by converter: {by_converter}); the "
-            "verdicts, one reader's, are in "
-            "`benchmarks/ledger_precision.json`. A sample drawn the same way from the ledgers "
-            f"at {real_sessions.BEFORE_COMMIT} had 104 facts of 120 (86.7%); the rest were "
-            "attribute names read as dotfiles (9, `.netloc`, `.split`), regex and escape "
-            "fragments (3, `\\w+`, `\\d+`), `/.a`, a cut path, CSS class names and a bare "
-            "status line.",
+            "Ledger precision, before and after: the share of ledger items a reader would call "
+            f"a fact, on a fixed sample of up to {real_sessions.SAMPLE_SIZE} distinct items per "
+            "converter (seeded) of every ledger the ledger-only rows wrote (before: recorded "
+            "in `benchmarks/ledger_before.json`). The verdicts, one reader's, are in "
+            "`benchmarks/ledger_precision.json`; what failed before were attribute names read "
+            "as dotfiles (`.netloc`, `.close`), regex and escape fragments (`\\w+`), bare "
+            "extensions (`.exs`), URL routes (`/heatmap`), one-word code spans (`keys`).",
+            results_table(["converter", "before", "after"], precision_rows),
         ]
     )
     return text, real_sessions.floors(found)

@@ -31,6 +31,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from summarizer.core.errors import BudgetExceeded, ConversionError
 from summarizer.core.facts import parse_ledger
@@ -55,7 +56,8 @@ STRATEGY_NAMES = ("given", "ledger-only", "masking", "observation-masking", "tru
 LABELS = Path(__file__).with_name("ledger_precision.json")
 BEFORE = Path(__file__).with_name("ledger_before.json")
 BEFORE_COMMIT = "7592c02"
-SAMPLE_SIZE = 120
+SAMPLE_SIZE = 30
+"""Ledger items judged per converter (all of a converter's, when it wrote fewer)."""
 SAMPLE_SEED = 27
 AGENT_MODEL = "gpt-4o"
 
@@ -156,14 +158,17 @@ def evaluate(
 
 
 def sample(items: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """A fixed sample of the distinct ledger items (seeded), each with the converter of the
-    first case that wrote it."""
+    """A fixed sample of the distinct ledger items, ``SAMPLE_SIZE`` per converter (seeded),
+    each with the converter of the first case that wrote it."""
     first: dict[str, str] = {}
     for converter, text in items:
         first.setdefault(text, converter)
-    unique = sorted(first)
-    chosen = random.Random(SAMPLE_SEED).sample(unique, min(SAMPLE_SIZE, len(unique)))
-    return [(first[text], text) for text in chosen]
+    chosen: list[tuple[str, str]] = []
+    for converter in sorted(set(first.values())):
+        texts = sorted(text for text, where in first.items() if where == converter)
+        picked = random.Random(SAMPLE_SEED).sample(texts, min(SAMPLE_SIZE, len(texts)))
+        chosen += [(converter, text) for text in picked]
+    return chosen
 
 
 def precision(
@@ -305,8 +310,16 @@ def measure(shared: Path) -> tuple[list[Group], list[tuple[str, str]]]:
         found, written = evaluate(cases, budget)
         outcomes += found
         items += written
-    before = json.loads(BEFORE.read_text()) if BEFORE.is_file() else {}
-    return groups(outcomes, before), items
+    return groups(outcomes, recorded()["kept"]), items
+
+
+def recorded() -> dict[str, Any]:
+    """What ``--record`` wrote before the ranked ledger: each case's gold facts kept by
+    ledger-only (``kept``) and every ledger item it wrote (``items``)."""
+    if not BEFORE.is_file():
+        return {"kept": {}, "items": []}
+    data: dict[str, Any] = json.loads(BEFORE.read_text(encoding="utf-8"))
+    return data
 
 
 def main() -> None:
@@ -319,11 +332,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.record is not None:
-        record: dict[str, int | None] = {}
+        kept: dict[str, int | None] = {}
+        written: list[tuple[str, str]] = []
         cases = dev_set(args.shared)
         for budget in BUDGETS:
-            for outcome in evaluate(cases, budget, ("ledger-only",))[0]:
-                record[_key(budget, outcome.case_id)] = outcome.kept
+            outcomes, items = evaluate(cases, budget, ("ledger-only",))
+            kept.update({_key(budget, o.case_id): o.kept for o in outcomes})
+            written += items
+        record = {"kept": kept, "items": sorted(set(written))}
         args.record.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         return
     found, items = measure(args.shared)
@@ -331,6 +347,10 @@ def main() -> None:
     labels = json.loads(LABELS.read_text()) if LABELS.is_file() else {}
     facts, judged, unjudged = precision(items, labels)
     share = f"{facts / judged:.1%}" if judged else "–"
+    old = [(c, t) for c, t in recorded()["items"]]
+    old_facts, old_judged, old_unjudged = precision(old, labels)
+    print(f"before: {old_facts}/{old_judged} judged facts; {len(old_unjudged)} unjudged")
+    unjudged += old_unjudged
     print(
         f"\nledger precision: {facts}/{judged} judged items are facts ({share}); "
         f"{len(unjudged)} sampled items unjudged"
