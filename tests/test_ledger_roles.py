@@ -155,6 +155,14 @@ def test_shell_commands_that_write_and_read() -> None:
         assert found[("path", path)] == "read", path
 
 
+def test_a_heredocs_body_is_what_it_writes_not_commands() -> None:
+    script = "cat <<'EOF' > gen.py\nif a > limits.txt:\n    pass\nEOF\npython gen.py > out.log"
+    found = roles([call("Bash", {"command": script}), answer("")])
+    assert found[("path", "gen.py")] == "edited"
+    assert found[("path", "out.log")] == "edited"  # after the heredoc, commands again
+    assert found[("path", "limits.txt")] is None  # code inside the file, not a redirect
+
+
 def test_a_later_passing_run_resolves_its_errors() -> None:
     messages = [
         call("Bash", {"command": "pytest tests/test_a.py"}, "1"),

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..bounded_json import loads_bounded
 from ..messages import message_text
-from .commands import shell_commands, starts_with_command
+from .commands import _HEREDOC_RE, shell_commands, starts_with_command
 from .importance import command_family
 from .recognizers import _path
 
@@ -117,6 +117,19 @@ def _shell_files(line: str) -> tuple[list[str], list[str]]:
     return [p for p in edited if _path(p)], [p for p in read if _path(p)]
 
 
+def _script_lines(script: str, limit: int = 50) -> Iterator[str]:
+    """The first ``limit`` lines of a shell script that are commands: a heredoc's body (the
+    file ``cat <<EOF > x.py`` writes, its code full of ``>``) is skipped to its terminator."""
+    terminator: str | None = None
+    for line in script.splitlines()[:limit]:
+        if terminator is not None:
+            terminator = None if line.strip() == terminator else terminator
+            continue
+        yield line
+        marker = _HEREDOC_RE.search(line[:1_000])
+        terminator = marker[2] if marker is not None else None
+
+
 def _text_commands(text: str) -> list[str]:
     """The shell lines of an assistant message that acts in its text (a fenced block)."""
     if "```" not in text:
@@ -160,7 +173,7 @@ def _call_action(index: int, name: str, arguments: Any) -> Action:
         if command is not None:
             for line in command.splitlines()[:1]:
                 action.commands.append(line.strip())
-            for line in command.splitlines()[:50]:
+            for line in _script_lines(command):
                 edited, read = _shell_files(line)
                 action.edited += edited
                 action.read += read
