@@ -67,6 +67,10 @@ def _roles(
     roles: dict[str, FactRole] = {}
     extra: list[tuple[int, FactKind, str]] = []
     outcomes = [_outcome(action, messages, found) for action in actions]
+    last_pass: dict[str, int] = {}  # family -> the last action of it that passed
+    for n, action in enumerate(actions):
+        if outcomes[n] == "passed" and action.family:
+            last_pass[action.family] = n
     for n, action in enumerate(actions):
         for command in action.commands:
             roles[normalize_fact_text(_bound(command))] = outcomes[n]
@@ -83,10 +87,7 @@ def _roles(
             extra.append((action.index, "identifier", value))
         if action.output_index is None:
             continue
-        fixed = any(
-            later.family == action.family and outcomes[m] == "passed"
-            for m, later in enumerate(actions[n + 1 :], start=n + 1)
-        )
+        fixed = bool(action.family) and last_pass.get(action.family or "", -1) > n
         for fact in found[action.output_index]:
             if fact.kind == "error":
                 roles[fact.key] = "resolved" if fixed else "unresolved"
