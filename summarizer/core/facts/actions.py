@@ -35,8 +35,10 @@ from .recognizers import _path
 
 _EDIT_WORDS = ("edit", "write", "create", "patch", "replace", "insert", "save", "append")
 _READ_WORDS = ("read", "view", "open", "cat", "show", "glob", "grep", "search", "find", "list")
-_EDITOR_EDITS = frozenset({"create", "str_replace", "insert", "undo_edit", "write", "append"})
-_EDITOR_VERBS = _EDITOR_EDITS | {"view"}
+EDITOR_COMMANDS = frozenset({"view", "create", "str_replace", "insert", "undo_edit"})
+"""The verbs an editor tool takes in its ``command`` argument (not shell commands)."""
+_EDITOR_VERBS = EDITOR_COMMANDS | {"write", "append"}
+_EDITOR_EDITS = _EDITOR_VERBS - {"view"}
 _PATH_KEYS = frozenset({"path", "file_path", "filepath", "file", "filename", "notebook_path"})
 _COMMAND_KEYS = ("command", "cmd")
 _SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "pwsh", "powershell"})
@@ -143,18 +145,26 @@ def _text_commands(text: str) -> list[str]:
     return lines[:1] if lines and not starts_with_command(lines[0]) else []
 
 
+def decode_arguments(arguments: Any) -> Any:
+    """A tool call's arguments JSON-decoded, or as they are when they are not JSON (or nest
+    past the body's limits): then they are read as text."""
+    if isinstance(arguments, str):
+        with contextlib.suppress(ValueError):
+            return loads_bounded(arguments)
+    return arguments
+
+
 def _calls(message: Mapping[str, Any]) -> Iterator[tuple[str, str, Any]]:
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
             function = call["function"]
-            arguments = function.get("arguments")
-            if isinstance(arguments, str):
-                with contextlib.suppress(ValueError):  # not JSON: read as text
-                    arguments = loads_bounded(arguments)
+            arguments = decode_arguments(function.get("arguments"))
             yield str(call.get("id") or ""), str(function.get("name") or ""), arguments
 
 
-def _shell(value: Any) -> str | None:
+def shell_script(value: Any) -> str | None:
+    """The shell script a ``command``/``cmd`` argument runs (a string, or an argv list such as
+    ``["bash", "-lc", "pytest -q"]``), stripped; None when it is none."""
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         shell_c = len(value) >= 3 and value[0] in _SHELLS and value[1] in ("-c", "-lc")
         value = value[2] if shell_c else " ".join(value)
@@ -169,7 +179,7 @@ def _call_action(index: int, name: str, arguments: Any) -> Action:
     verb = arguments.get("command")
     editor = isinstance(verb, str) and verb in _EDITOR_VERBS
     for key in _COMMAND_KEYS:
-        command = None if editor else _shell(arguments.get(key))
+        command = None if editor else shell_script(arguments.get(key))
         if command is not None:
             for line in command.splitlines()[:1]:
                 action.commands.append(line.strip())

@@ -27,8 +27,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..bounded_json import loads_bounded
 from ..messages import message_text
+from .actions import EDITOR_COMMANDS, decode_arguments, shell_script
 from .commands import prompt_command, shell_commands, span_command
 from .errors import _LINE_HEAD, _bound, _error_line, error_codes, failed_test
 from .fact import Fact, FactKind, _strip_edges
@@ -42,8 +42,6 @@ _PATH_KEYS = frozenset(
         *("directory", "dir", "cwd", "workdir", "working_dir", "paths", "files"),
     }
 )
-_EDITOR_VERBS = frozenset({"view", "create", "str_replace", "insert", "undo_edit"})
-_SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "pwsh", "powershell"})
 
 _URL_RE = re.compile(r"https?://[^\s<>\"'`{}|\\^\[\]]{1,2048}")
 _TOKEN_RE = re.compile(r"[^\s\"'`<>(){}|;]+")
@@ -178,12 +176,8 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def _command(value: Any) -> str | None:
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        shell_c = len(value) >= 3 and value[0] in _SHELLS and value[1] in ("-c", "-lc")
-        value = value[2] if shell_c else " ".join(value)
-    if not isinstance(value, str) or not value.strip():
-        return None
-    return _bound(value.strip().splitlines()[0])
+    script = shell_script(value)
+    return None if script is None else _bound(script.splitlines()[0])
 
 
 def _argument_paths(arguments: Mapping[str, Any]) -> Iterator[str]:
@@ -214,14 +208,11 @@ def _message_facts(message: Mapping[str, Any]) -> list[Fact]:
     collector.scan(content, 0)
     base = len(content) + 1
     for arguments in _calls(message):
-        try:
-            decoded = loads_bounded(arguments) if isinstance(arguments, str) else arguments
-        except ValueError:  # not JSON, or nested past the body's limits: read as text
-            decoded = arguments
+        decoded = decode_arguments(arguments)
         if isinstance(decoded, Mapping):
             for key in _COMMAND_KEYS:
                 command = _command(decoded.get(key))
-                if command is not None and command not in _EDITOR_VERBS:
+                if command is not None and command not in EDITOR_COMMANDS:
                     collector.add(base, "command", command)
             for path in _argument_paths(decoded):
                 collector.add(base, "path", path)
