@@ -44,12 +44,12 @@ def test_floors_compare_the_ledger_with_claude_codes_summary_and_held_aside_mask
             )
         ]
         is False
-    )  # noqa: E501
+    )
     assert judged[("held aside at 0.1: gold facts ledger-only keeps", "≥ masking (5)")] is True
     assert (
         judged[("held aside at 0.1: gold facts ledger-only keeps", "≥ observation-masking (6)")]
         is False
-    )  # noqa: E501
+    )
 
 
 def test_the_held_aside_third_is_fixed_by_the_case_id() -> None:

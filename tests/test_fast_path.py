@@ -27,8 +27,10 @@ from starlette.responses import Response
 from summarizer import ContextManager
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.body import outgoing_body
-from summarizer.proxy.chat_request import ChatRequest, parse_chat_request, sender
-from summarizer.proxy.fast_path import KEY_BYTES, FastPath, Outcome, Remembered
+from summarizer.proxy.chat_request import ChatRequest, parse_chat_request
+from summarizer.proxy.fast_path import KEY_BYTES, FastPath, Outcome
+from summarizer.proxy.managed_request import sender
+from summarizer.proxy.remembered import Remembered
 from summarizer.testing import TestUpstream, summary_responder
 
 from .recording_relay import Recorder, recorded_proxy

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from summarizer.proxy import ProxyServer
-from summarizer.proxy.errors import shape_for_path
+from summarizer.proxy.apis import shape_for_path
 from summarizer.testing import TestUpstream
 
 from .conftest import ProxyFactory

@@ -106,7 +106,7 @@ class _Wait:
     """Honour Retry-After (capped), else exponential backoff with jitter."""
 
     def __init__(self) -> None:
-        self._backoff = wait_exponential_jitter(multiplier=0.5, max=8.0)
+        self._backoff = wait_exponential_jitter(initial=0.5, max=8.0)
 
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

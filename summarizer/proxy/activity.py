@@ -31,7 +31,7 @@ def request_record(context: ChatContext, *, status: int, started: float) -> Requ
         session=result.session,
         at=started,
         model=redact(located.model, context.secrets),
-        api=getattr(context.chat, "front_door", "chat"),
+        api=context.chat.api.name,
         tokens_before=event.tokens_before if event is not None else located.calibrated_tokens,
         tokens_sent=result.report.estimated_tokens,
         window=located.budget.context_window,

@@ -45,7 +45,7 @@ def usable_usage(state: ProxyState, usage: Mapping[str, Any]) -> bool:
 def broken_off(state: ProxyState, exc: httpx2.TransportError, route: ModelRoute) -> Response:
     """The 504 (timeout) or 502 for an answer ``route``'s upstream began and did not finish."""
     if isinstance(exc, httpx2.TimeoutException):
-        return state.upstream_failure(exc, route)
+        return state.upstream.failure(exc, route)
     interrupted(state, exc, route)
     return error_response(
         502,

@@ -23,17 +23,15 @@ Routes:
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import httpx2
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -41,33 +39,14 @@ from ..core.errors import StoreUnavailable
 from ..core.results import CompactionEvent
 from ..stores import Store
 from .access import RequestGuard, log_startup_notes, reader_namespace
-from .body import parse_body
-from .chat import OFFLOAD_BYTES, chat_completions, serve_managed
+from .apis import api_for_path
 from .cross_site import AllowedOriginsCors
-from .errors import (
-    ErrorShape,
-    error_event,
-    error_payload,
-    error_response,
-    is_gemini_path,
-    store_unavailable_response,
-    unknown_path,
-)
-from .headers import response_headers
-from .intake import (
-    BodyTimeout,
-    BodyTooLarge,
-    ClientGone,
-    body_pieces,
-    read_body,
-    unread_body_response,
-)
-from .messages_request import parse_messages_request
+from .endpoint import endpoint
+from .errors import ErrorShape, error_response, store_unavailable_response
+from .front_doors import FRONT_DOORS
 from .metrics import CONTENT_TYPE
-from .model_routes import ModelRoute
-from .paths import UnsafePath, upstream_path
+from .passthrough import passthrough
 from .responses_compact import responses_compact
-from .responses_trigger import parse_responses
 from .routing import StrictRoute, UnknownPath, UnprefixedPaths, http_error
 from .settings import Settings
 from .state import ProxyState
@@ -75,25 +54,6 @@ from .ui import ui_routes
 from .websocket_refusal import RefuseWebSockets
 
 logger = logging.getLogger("summarizer.proxy")
-
-
-async def messages(request: Request) -> Response:
-    """``POST /v1/messages`` (Anthropic's Messages API), context-managed like chat completions."""
-    state: ProxyState = request.app.state.proxy
-    managed = state.settings.cache_breakpoints == "managed"
-    return await serve_managed(
-        request, functools.partial(parse_messages_request, manage_breakpoints=managed)
-    )
-
-
-async def responses(request: Request) -> Response:
-    """``POST /v1/responses`` (OpenAI's Responses API), context-managed like chat completions;
-    one ending with a ``compaction_trigger`` item is answered by the proxy
-    (``responses_trigger``)."""
-    state: ProxyState = request.app.state.proxy
-    chat = state.settings.responses_upstream == "chat"
-    parse = functools.partial(parse_responses, key=state.compaction_key, chat_upstream=chat)
-    return await serve_managed(request, parse)
 
 
 async def healthz(request: Request) -> Response:
@@ -145,125 +105,12 @@ async def session_checkpoints(request: Request) -> Response:
     )
 
 
-async def passthrough(request: Request) -> Response:
-    """Any other ``/v1`` route: forwarded as is, the answer relayed as it arrives.
-
-    The path goes upstream as the client wrote it, once ``upstream_path`` has checked that it
-    stays under the upstream's base path; any other is refused with 400 and never forwarded.
-    It goes to the top-level upstream, or (with ``[[models]]`` configured) to the route of the
-    ``model`` its JSON body names (``/v1/messages/count_tokens``, ``/v1/embeddings``...), whose
-    body is then read before it is sent.
-    """
-    if is_gemini_path(request.url.path):  # an OpenAI or Anthropic upstream serves none
-        return unknown_path(request.url.path)
-    state: ProxyState = request.app.state.proxy
-    settings = state.settings
-    try:
-        path = upstream_path(request.scope.get("raw_path") or request.scope["path"].encode())
-    except UnsafePath as exc:
-        return error_response(
-            400,
-            f"This path is not forwarded upstream: {exc}. A path must stay under /v1/.",
-            code="invalid_path",
-        )
-    has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
-    # A body is streamed through as it arrives; a request without one is sent without one
-    # (not as an empty chunked body, which some servers refuse on GET).
-    content: AsyncIterator[bytes] | bytes | None = None
-    route = state.routes.default
-    try:
-        if has_body and settings.models and _is_json(request.headers.get("content-type")):
-            content = await read_body(request, settings.max_body_bytes, settings.body_read_timeout)
-            route = state.route_for(await _model_named(content))
-        elif has_body:
-            content = body_pieces(request, settings.body_read_timeout)
-        upstream_request = state.http.build_request(
-            request.method,
-            route.url(path, request.url.query),
-            content=content,
-            headers=state.forward_headers(
-                request.headers,
-                api="anthropic" if path.startswith("/messages/") else "openai",
-                route=route,
-            ),
-        )
-        response = await state.http.send(upstream_request, stream=True)
-    except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
-        return unread_body_response(
-            request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
-        )
-    except httpx2.TransportError as exc:
-        return state.upstream_failure(exc, route)
-    if response.status_code >= 400:
-        state.metrics.upstream_errors.labels(str(response.status_code)).inc()
-    headers = dict(response_headers(response.headers.items()))
-    return StreamingResponse(
-        _relay(request, response, state, route),
-        status_code=response.status_code,
-        headers=headers,
-        background=BackgroundTask(response.aclose),
-    )
-
-
-def _is_json(content_type: str | None) -> bool:
-    """Whether a ``Content-Type`` says the body is JSON."""
-    media = (content_type or "").split(";", 1)[0].strip().lower()
-    return media == "application/json" or media.endswith("+json")
-
-
-async def _model_named(body: bytes) -> object:
-    """The ``model`` of a JSON object body (None when it is not one); a large body is parsed
-    in a worker thread."""
-    try:
-        data = (
-            await asyncio.to_thread(parse_body, body)
-            if len(body) > OFFLOAD_BYTES
-            else parse_body(body)
-        )
-    except ValueError:  # invalid, or nested too deeply: the upstream answers it
-        return None
-    return data.get("model") if isinstance(data, dict) else None
-
-
-async def _relay(
-    request: Request, response: httpx2.Response, state: ProxyState, route: ModelRoute
-) -> AsyncIterator[bytes]:
-    """The upstream's body as it arrives. If the upstream breaks off: a warning, a count, an
-    SSE error event for an event stream (the SDKs raise on it), and the body ends there."""
-    try:
-        async for chunk in response.aiter_raw():
-            yield chunk
-    except httpx2.TransportError as exc:
-        timeout = isinstance(exc, httpx2.TimeoutException)
-        state.metrics.upstream_errors.labels("timeout" if timeout else "stream_interrupted").inc()
-        logger.warning(
-            "the upstream %s broke off its answer to %s %s: %s",
-            route.host,
-            request.method,
-            request.url.path,
-            type(exc).__name__,
-        )
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
-            yield b"\n\n" + error_event(
-                error_payload(
-                    f"The upstream {route.host} broke off its answer.",
-                    type="upstream_error",
-                    code="stream_interrupted",
-                )
-            )
-
-
 def _route_label(path: str) -> str:
-    if path == "/v1/chat/completions":
-        return "chat"
-    if path == "/v1/messages":
-        return "messages"
-    if path == "/v1/responses":
-        return "responses"
     if path.startswith("/v1/summarizer/"):
         return "sessions"
-    if path.startswith("/v1/"):
-        return "passthrough"
+    api = api_for_path(path)
+    if api is not None:
+        return api.name
     if path in ("/healthz", "/metrics"):
         return path[1:]
     if path == "/ui" or path.startswith("/ui/"):
@@ -345,9 +192,11 @@ def create_app(
     routes = [
         StrictRoute("/healthz", healthz, methods=["GET"]),
         StrictRoute("/metrics", metrics, methods=["GET"]),
-        StrictRoute("/v1/chat/completions", chat_completions, methods=["POST"]),
-        StrictRoute("/v1/messages", messages, methods=["POST"]),
-        StrictRoute("/v1/responses", responses, methods=["POST"]),
+        *(
+            StrictRoute(path, endpoint(door), methods=["POST"])
+            for door in FRONT_DOORS
+            for path in door.routes
+        ),
         StrictRoute("/v1/responses/compact", responses_compact, methods=["POST"]),
         StrictRoute("/v1/summarizer/sessions/{session:path}", session_checkpoints, methods=["GET"]),
         *(ui_routes() if settings.ui else ()),
@@ -370,7 +219,7 @@ def create_app(
     app.state.proxy = state
     app.add_middleware(RefuseWebSockets)  # innermost: WebSocket upgrades get 426, behind the guard
     # Added next, so it runs inside RequestMetrics: its refusals are counted too.
-    app.add_middleware(RequestGuard, settings=settings, hop_name=state.hop_name)
+    app.add_middleware(RequestGuard, settings=settings, hop_name=state.upstream.hop_name)
     if settings.allow_origins:  # outside the guard: preflights carry no key
         app.add_middleware(AllowedOriginsCors, origins=settings.allow_origins)
     app.add_middleware(RequestMetrics, state=state)

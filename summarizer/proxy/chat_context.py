@@ -32,10 +32,10 @@ from ..core.errors import (
 from ..core.located import Located
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
 from .answers import usable_usage, usage_figures
-from .chat_request import ManagedRequest, summarizer_headers
 from .errors import error_response, store_unavailable_response
 from .fast_path import settle
 from .headers import credential
+from .managed_request import ManagedRequest, summarizer_headers
 from .state import ProxyState
 from .upstream_count import calibrate_by_count
 from .window_advice import budget_advice, reserve_advice
@@ -110,7 +110,7 @@ def request_secrets(state: ProxyState, headers: Any) -> tuple[str, ...]:
     """The raw keys a request's stored traces must not hold: its own credential and every
     upstream key of the proxy (``redaction``)."""
     presented = credential(headers)
-    return (presented, *state.routes.keys) if presented else state.routes.keys
+    return (presented, *state.upstream.routes.keys) if presented else state.upstream.routes.keys
 
 
 class ChatContext:
@@ -120,7 +120,7 @@ class ChatContext:
         self.state = state
         self.chat = chat
         self.overhead = overhead
-        self.route = state.route_for(chat.model)
+        self.route = state.upstream.route_for(chat.model)
         """Where the request and its summary calls go, and whose configuration compacts it."""
         self.located: Located | None = None
         self.result: PrepareResult | None = None
@@ -182,7 +182,7 @@ class ChatContext:
         if self.result is not None:
             settle(self.chat, self.located, self.route, compactions)
         if self.result is not None and context.should_draft(self.located):
-            summarizer = self._counted(self.chat.summarizer(self.state, self.route))
+            summarizer = self._counted(self.chat.summarizer(self.state.upstream, self.route))
             context.aahead(self.located, summarizer=summarizer)
         return None
 
@@ -195,7 +195,7 @@ class ChatContext:
             self.result = await self.route.context.acompact(
                 self.located,
                 force=force,
-                summarizer=self._counted(self.chat.summarizer(self.state, self.route)),
+                summarizer=self._counted(self.chat.summarizer(self.state.upstream, self.route)),
             )
         except BudgetExceeded as exc:
             message = budget_advice(exc, self.located.budget)

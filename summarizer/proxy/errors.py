@@ -8,7 +8,8 @@
   ``/v1/models/NAME:generateContent`` and the other Gemini methods): ``{"error": {"code",
   "message", "status"}}``, the status named as Google does (``NOT_FOUND``, ``UNAUTHENTICATED``...).
 
-Which one is chosen per request by ``ErrorShape`` (plain ASGI middleware, from the path) through a
+Which one is chosen per request by ``ErrorShape`` (plain ASGI middleware, from the path's API,
+``apis.shape_for_path``) through a
 context variable, so every error this proxy writes for a request (a refusal in a middleware, an
 unreachable upstream, an interrupted stream) reaches the client in its API's shape.
 
@@ -20,12 +21,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import Any
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-Shape = Literal["openai", "anthropic", "google"]
+from .apis import Shape, is_gemini_path, shape_for_path
 
 current_shape: ContextVar[Shape] = ContextVar("summarizer_error_shape", default="openai")
 """The error shape of the request being served."""
@@ -57,40 +58,6 @@ _GOOGLE_STATUSES = {
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
-
-_GEMINI_VERSIONS = ("v1beta", "v1alpha")
-_GEMINI_METHODS = frozenset(
-    {
-        "generateContent",
-        "streamGenerateContent",
-        "countTokens",
-        "embedContent",
-        "batchEmbedContents",
-        "batchGenerateContent",
-        "predict",
-        "predictLongRunning",
-    }
-)
-
-
-def is_gemini_path(path: str) -> bool:
-    """Whether ``path`` is one of Google's Gemini API: under ``/v1beta`` or ``/v1alpha``, or a
-    Gemini method on a model under ``/v1`` (``/v1/models/NAME:generateContent``; an OpenAI model
-    id with colons, ``ft:...``, is not one)."""
-    first = path.lstrip("/").split("/", 1)[0]
-    if first in _GEMINI_VERSIONS:
-        return True
-    if not path.startswith("/v1/models/"):
-        return False
-    _, colon, method = path.rpartition("/")[2].rpartition(":")
-    return bool(colon) and method in _GEMINI_METHODS
-
-
-def shape_for_path(path: str) -> Shape:
-    """The error shape of requests to ``path``."""
-    if path == "/v1/messages" or path.startswith("/v1/messages/"):
-        return "anthropic"
-    return "google" if is_gemini_path(path) else "openai"
 
 
 class ErrorShape:

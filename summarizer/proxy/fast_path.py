@@ -34,7 +34,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
@@ -42,8 +41,10 @@ from starlette.responses import Response
 
 from ..core.located import Located
 from .body import MAX_JSON_DEPTH, deeper_than
-from .chat_request import ChatRequest, ManagedRequest, Sender, sender
+from .chat_request import ChatRequest
+from .managed_request import ManagedRequest, Sender, sender
 from .model_routes import ModelRoute
+from .remembered import Remembered, Settled
 
 Outcome = Literal["same", "appended", "no_match", "unproven", "not_learned"]
 """``same``: no new message; ``appended``: new messages parsed alone; ``no_match``: no
@@ -69,35 +70,6 @@ where its ``]`` closing ``messages`` stands."""
 _WHITESPACE = b" \t\r\n"
 _CLOSE = ord("]")
 _COMMA = ord(",")
-
-
-@dataclass(eq=False, slots=True)
-class Remembered:
-    """A remembered body: its bytes, where its last message ends and its ``]`` closing
-    ``messages`` stands, and its parse (read-only once remembered)."""
-
-    raw: bytes
-    end: int
-    close: int
-    body: dict[str, Any]
-    key: tuple[str, str | None, bytes]
-    settled: Settled | None = None
-    """Its request's figures, once located with no compaction due."""
-
-
-@dataclass(frozen=True, slots=True)
-class Settled:
-    """What locating a remembered body's request found: the route it went to, its counted size
-    (uncalibrated, fixed tokens included) and its trigger. A body that extends it by text alone
-    can be bounded from these without counting (``proxy.lane``)."""
-
-    route: ModelRoute
-    raw_tokens: int
-    trigger_tokens: int
-    checkpoint_id: str | None
-    """The checkpoint it stood on."""
-    compactions: int
-    """The proxy's count of compactions when it was located (``ProxyState.compactions``)."""
 
 
 def settle(request: ManagedRequest, located: Located, route: ModelRoute, compactions: int) -> None:

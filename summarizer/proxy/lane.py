@@ -52,9 +52,10 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 
 from .access import RequestGuard
-from .chat_request import ChatRequest, Sender, sender
+from .chat_request import ChatRequest
 from .fast_path import KEY_BYTES
 from .lane_request import LaneRequest
+from .managed_request import Sender, sender
 from .model_routes import ModelRoute
 from .state import ProxyState
 
@@ -101,7 +102,7 @@ def lane_protocol(state: ProxyState) -> type[HttpToolsProtocol] | None:
     run: the fast path is off, a custom upstream transport is set, an HTTP proxy is configured
     in the environment (the full path's client goes through it; the lane would not), or this
     uvicorn's request cycle is not the one the lane was written against."""
-    if state.fast_path is None or state.custom_transport:
+    if state.fast_path is None or state.upstream.custom_transport:
         return None
     if {k: v for k, v in urllib.request.getproxies().items() if k != "no"}:
         logger.info("the lane is off: an HTTP proxy is configured in the environment")
@@ -111,7 +112,7 @@ def lane_protocol(state: ProxyState) -> type[HttpToolsProtocol] | None:
     if parameters != _CYCLE_PARAMETERS or not all(hasattr(HttpToolsProtocol, h) for h in hooks):
         logger.info("the lane is off: this uvicorn's request cycle is not the one it knows")
         return None
-    guard = RequestGuard(_unused_app, settings=state.settings, hop_name=state.hop_name)
+    guard = RequestGuard(_unused_app, settings=state.settings, hop_name=state.upstream.hop_name)
     members = {"proxy": state, "guard": guard, "clients": {}}
     return type("LaneProtocol", (LaneProtocol,), members)
 

@@ -14,10 +14,10 @@ from uvicorn.protocols.utils import get_client_addr
 
 from .activity import note_request
 from .answers import broken_off, is_context_length
-from .chat import ChatExchange
 from .chat_context import Locating
 from .chat_request import ChatRequest
 from .errors import error_response
+from .exchange import Exchange as ChatExchange
 from .headers import decoded_response_headers
 from .wire import WireConnection
 
@@ -92,7 +92,7 @@ class LaneAnswer:
         except httpx2.TransportError as exc:
             self.lane.let_go(keep=False)
             await self._located(locating, exchange)
-            self._finish(exchange, self.lane.state.upstream_failure(exc, context.route))
+            self._finish(exchange, self.lane.state.upstream.failure(exc, context.route))
             return
         finally:
             exchange.overhead.resume()

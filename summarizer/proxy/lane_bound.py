@@ -14,8 +14,8 @@ from typing import Any
 
 from ..core.errors import InvalidConversation
 from ..core.messages import validate_messages
-from .fast_path import Remembered
 from .model_routes import ModelRoute
+from .remembered import Remembered
 from .state import ProxyState
 
 MESSAGE_SLACK = 16

@@ -16,12 +16,13 @@ from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from .arrived import ArrivedBody
 from .body import kept_lead
-from .chat import HANDED_OVER, OVERFLOWED
 from .chat_request import ChatRequest
-from .fast_path import KEY_BYTES, Remembered
+from .endpoint import HANDED_OVER, OVERFLOWED
+from .fast_path import KEY_BYTES
 from .lane_answer import LaneAnswer
 from .lane_bound import fits_unlocated
 from .model_routes import ModelRoute
+from .remembered import Remembered
 from .wire import Origin, WireConnection, origin_of
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ class LaneRequest:
         if lead is None:
             return False
         self.known, self.lead, self.sent = known, lead, lead[1]
-        self.route = self.state.route_for(known.body["model"])
+        self.route = self.state.upstream.route_for(known.body["model"])
         self.target = _target(self.route)
         pool = self.state.wire_pool
         assert pool is not None
@@ -182,13 +183,13 @@ class LaneRequest:
     def _head_start(self) -> bytes:
         """The head's lines before ``content-length``."""
         assert self.route is not None and self.target is not None
-        forwarded = self.state.forward_headers(
-            self.headers, drop=("accept-encoding",), api="openai", route=self.route
+        forwarded = self.state.upstream.forward_headers(
+            self.headers, drop=("accept-encoding",), key_header="authorization", route=self.route
         )
         names = {name for name, _ in forwarded}
         defaults = [
             (name, value)
-            for name, value in self.state.http.headers.items()
+            for name, value in self.state.upstream.http.headers.items()
             if name not in names and name != "accept-encoding"
         ]
         lines = [

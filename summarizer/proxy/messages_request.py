@@ -20,15 +20,17 @@ from ..core.effects import Turn
 from ..core.errors import InvalidConversation
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from . import sse
+from .apis import MESSAGES, Api
 from .body import replaced_body
-from .chat_request import ParsedRequest, json_object_body, sender
 from .errors import error_response
+from .front_door import Arrival, FrontDoor
+from .managed_request import ParsedRequest, json_object_body, sender
 from .messages_summary import messages_summary_body, messages_summary_outcome
 from .wire_summary import WireSummaryClient
 
 if TYPE_CHECKING:
     from .model_routes import ModelRoute
-    from .state import ProxyState
+    from .upstream import Upstream
 
 CODEC = AnthropicCodec()
 _COUNTED = ("model", "system", "tools", "tool_choice", "thinking")
@@ -39,9 +41,8 @@ _COUNTED = ("model", "system", "tools", "tool_choice", "thinking")
 class MessagesRequest(ParsedRequest):
     """A parsed, checked Messages request, decoded for the engine, and who sent it."""
 
-    front_door: ClassVar[str] = "messages"
     upstream_path: ClassVar[str] = "/messages"
-    api: ClassVar[str] = "anthropic"
+    api: ClassVar[Api] = MESSAGES
     decoded: Decoded
     client_breakpoints: int
     manage_breakpoints: bool = True
@@ -83,10 +84,10 @@ class MessagesRequest(ParsedRequest):
         body = {key: self.body[key] for key in _COUNTED if key in self.body}
         return {**body, **fields}
 
-    def summarizer(self, state: ProxyState, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
+    def summarizer(self, upstream: Upstream, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
         """Summary calls as Messages requests on this conversation, to ``route``'s upstream with
         the client's headers."""
-        return WireSummaryClient(state, self, route)
+        return WireSummaryClient(upstream, self, route)
 
     def summary_body(self, chat_body: Mapping[str, Any]) -> dict[str, Any]:
         """The Messages request for the engine's summary call (``messages_summary``)."""
@@ -159,3 +160,12 @@ def parse_messages_request(
         client_breakpoints=count_breakpoints(body),
         manage_breakpoints=manage_breakpoints,
     )
+
+
+def _parse(raw: bytes, headers: Any, arrival: Arrival) -> MessagesRequest | Response:
+    managed = arrival.settings.cache_breakpoints == "managed"
+    return parse_messages_request(raw, headers, manage_breakpoints=managed)
+
+
+FRONT_DOOR = FrontDoor(MESSAGES, ("/v1/messages",), _parse)
+"""Anthropic's Messages, managed (``/v1/messages/count_tokens`` passes through)."""

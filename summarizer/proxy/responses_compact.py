@@ -118,15 +118,17 @@ async def responses_compact(request: Request) -> Response:
 
 async def _forward(state: ProxyState, parsed: ResponsesRequest) -> Response:
     """The upstream's own compaction of a conversation it keeps, relayed."""
-    route = state.route_for(parsed.model)
+    route = state.upstream.route_for(parsed.model)
     try:
-        response = await state.http.post(
+        response = await state.upstream.http.post(
             route.url("/responses/compact"),
             content=parsed.raw,
-            headers=state.forward_headers(parsed.headers, drop=("accept-encoding",), route=route),
+            headers=state.upstream.forward_headers(
+                parsed.headers, drop=("accept-encoding",), route=route
+            ),
         )
     except httpx2.TransportError as exc:
-        return state.upstream_failure(exc, route)
+        return state.upstream.failure(exc, route)
     headers = decoded_response_headers(response.headers.items())
     headers["x-summarizer-warning"] = (
         "the conversation lives at the provider (previous_response_id): compacted upstream"

@@ -28,16 +28,17 @@ from ..core.effects import Turn
 from ..core.errors import HistoryNotInRequest, InvalidConversation
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from . import sse
+from .apis import RESPONSES, Api
 from .body import json_object, replaced_body
-from .chat_request import ParsedRequest, json_object_body, sender
 from .errors import error_response
+from .managed_request import ParsedRequest, json_object_body, sender
 from .messages_summary import summary_cap, tokens
 from .responses_events import CompactionAnnouncer
 from .wire_summary import WireSummaryClient
 
 if TYPE_CHECKING:
     from .model_routes import ModelRoute
-    from .state import ProxyState
+    from .upstream import Upstream
 
 CODEC = ResponsesCodec()
 
@@ -66,9 +67,8 @@ _USAGE_EVENTS = (b"response.completed", b"response.incomplete", b"response.faile
 class ResponsesRequest(ParsedRequest):
     """A parsed, checked Responses request, decoded for the engine, and who sent it."""
 
-    front_door: ClassVar[str] = "responses"
     upstream_path: ClassVar[str] = "/responses"
-    api: ClassVar[str] = "openai"
+    api: ClassVar[Api] = RESPONSES
     rewrites_answers: ClassVar[bool] = True
     decoded: ResponsesDecoded | None
     """None when the history is not in the request (``unmanaged`` says why)."""
@@ -99,10 +99,10 @@ class ResponsesRequest(ParsedRequest):
         fields = CODEC.encode(self.decoded, list(result.messages))
         return replaced_body(self.raw, self.body, fields)
 
-    def summarizer(self, state: ProxyState, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
+    def summarizer(self, upstream: Upstream, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
         """Summary calls as Responses requests on this conversation, to ``route``'s upstream
         with the client's headers."""
-        return WireSummaryClient(state, self, route)
+        return WireSummaryClient(upstream, self, route)
 
     def summary_body(self, chat_body: Mapping[str, Any]) -> dict[str, Any]:
         """The client's request (model, instructions, tools, reasoning settings) with the
@@ -314,10 +314,10 @@ class TranslatedResponsesRequest(ResponsesRequest):
         messages = result.messages if result is not None else self.decoded.messages
         return dumps(chat_request(self.body, messages, self.decoded.tools)).encode()
 
-    def summarizer(self, state: ProxyState, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
+    def summarizer(self, upstream: Upstream, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
         """Summary calls as chat completions (the engine's own body), to ``route``'s upstream
         with the client's headers."""
-        return state.summarizer_for(self.headers, route)
+        return upstream.chat_summarizer(self.headers, route)
 
     def answer_usage(self, answer: Mapping[str, Any]) -> Any:
         """A chat completion's ``usage``."""

@@ -26,7 +26,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from ..core.codecs.responses_chat import dumps, response_object
+from .apis import RESPONSES
 from .body import replaced_body
+from .front_door import Arrival, FrontDoor
 from .responses_compact import compact_now
 from .responses_request import ResponsesRequest, parse_responses_request
 from .state import ProxyState
@@ -105,3 +107,12 @@ async def triggered_answer(state: ProxyState, parsed: ResponsesRequest) -> Respo
     )
     headers["cache-control"] = "no-cache"
     return Response(stream, media_type="text/event-stream", headers=headers)
+
+
+def _parse(raw: bytes, headers: Any, arrival: Arrival) -> ResponsesRequest | Response:
+    chat = arrival.settings.responses_upstream == "chat"
+    return parse_responses(raw, headers, key=arrival.compaction_key, chat_upstream=chat)
+
+
+FRONT_DOOR = FrontDoor(RESPONSES, ("/v1/responses",), _parse)
+"""OpenAI's Responses, managed (``/v1/responses/compact`` is answered by ``responses_compact``)."""

@@ -20,7 +20,7 @@ from ..core.located import Located
 from .body import json_object
 
 if TYPE_CHECKING:
-    from .chat_request import ManagedRequest
+    from .managed_request import ManagedRequest
     from .model_routes import ModelRoute
     from .state import ProxyState
 
@@ -44,21 +44,21 @@ async def calibrate_by_count(
     and calibrate ``route``'s context manager with the answer. Whether calibration changed (then
     locate again)."""
     body_for = getattr(chat, "count_tokens_body", None)
-    if body_for is None or route.upstream in state.count_tokens_missing:
+    if body_for is None or route.upstream in state.upstream.count_tokens_missing:
         return False
     if not near_trigger(located):
         return False
     context = route.context
     sent_as = context.engine.unchanged(located)
     try:
-        response = await state.http.post(
+        response = await state.upstream.http.post(
             route.url("/messages/count_tokens"),
             content=json.dumps(body_for(sent_as)).encode(),
             headers=[
-                *state.forward_headers(
+                *state.upstream.forward_headers(
                     chat.headers,
                     drop=("content-length", "accept-encoding"),
-                    api=chat.api,
+                    key_header=chat.api.key_header,
                     route=route,
                 ),
                 ("content-type", "application/json"),
@@ -67,7 +67,7 @@ async def calibrate_by_count(
     except httpx2.TransportError:
         return False  # the request itself will meet the same upstream; nothing is lost
     if response.status_code in _NO_ROUTE:
-        state.count_tokens_missing.add(route.upstream)
+        state.upstream.count_tokens_missing.add(route.upstream)
         logger.info(
             "the upstream %s has no /messages/count_tokens; estimates stay calibrated by usage",
             route.host,

@@ -23,8 +23,9 @@ from ..core.results import SummarizeCall, SummaryOutcome
 from ..library.upstream import retry_policy
 
 if TYPE_CHECKING:
+    from .apis import Api
     from .model_routes import ModelRoute
-    from .state import ProxyState
+    from .upstream import Upstream
 
 _NOT_FOR_SUMMARY = ("content-type", "accept", "accept-encoding", "content-length")
 
@@ -48,7 +49,7 @@ class SummaryWire(Protocol):
     """A request of an API whose summary calls go upstream in that API."""
 
     upstream_path: ClassVar[str]
-    api: ClassVar[str]
+    api: ClassVar[Api]
     headers: Any
 
     def summary_body(self, chat_body: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,8 +66,8 @@ class WireSummaryClient:
     """Performs ``SummarizeCall``s for one request, in its own API, against its route's
     upstream."""
 
-    def __init__(self, state: ProxyState, request: SummaryWire, route: ModelRoute) -> None:
-        self._state = state
+    def __init__(self, upstream: Upstream, request: SummaryWire, route: ModelRoute) -> None:
+        self._upstream = upstream
         self._request = request
         self._route = route
         self._policy = {**retry_policy(), "retry": retry_if_exception(_retryable)}
@@ -76,12 +77,12 @@ class WireSummaryClient:
         started = time.monotonic()
         failures: list[str] = []
         body = json.dumps(self._request.summary_body(call.body)).encode()
-        state = self._state
+        upstream = self._upstream
         headers = [
-            *state.forward_headers(
+            *upstream.forward_headers(
                 self._request.headers,
                 drop=_NOT_FOR_SUMMARY,
-                api=self._request.api,
+                key_header=self._request.api.key_header,
                 route=self._route,
             ),
             ("content-type", "application/json"),
@@ -91,7 +92,7 @@ class WireSummaryClient:
             async for attempt in AsyncRetrying(**self._policy):
                 with attempt:
                     try:
-                        response = await state.http.post(url, content=body, headers=headers)
+                        response = await upstream.http.post(url, content=body, headers=headers)
                     except httpx2.TransportError as exc:
                         failures.append(
                             "timeout" if isinstance(exc, httpx2.TimeoutException) else "unreachable"

@@ -1,35 +1,29 @@
-"""``POST /v1/chat/completions``: compact when needed, forward, relay.
+"""``Exchange``: one managed request, any front door's: its context settled, then sent upstream
+and its answer relayed.
 
-The request path: read the body (bounded in size and time), parse it, locate it against the
-session's checkpoints (fast path: no compaction due), else compact under the session's lock, send
-the (possibly rewritten) body upstream, relay the answer. A ``context_length_exceeded`` answer gets
-one compaction with a tighter target and one retry, never more.
-
-The CPU work of a large body (parsing, re-serializing) and all locating (hashing, counting, the
-store) run in worker threads, so neither one huge request nor a slow store stalls the event loop
-that serves every other session. An upstream
-answer that is cut short or is not a chat completion becomes an OpenAI-style error (a 502, or an
-SSE error event once a stream is open), never a 500 of ours or a silently truncated stream.
+Once located (``chat_context``), a request due for compaction is compacted under its session's
+lock, then the (possibly rewritten) body goes upstream and the answer is relayed, its usage
+observed. A ``context_length_exceeded`` answer gets one compaction with a tighter target and one
+retry, never more. The CPU work of a large body (re-serializing) runs in a worker thread. An
+upstream answer that is cut short or is not a JSON answer becomes an error in the client's API's
+shape (a 502, or an SSE error event once a stream is open), never a 500 of ours or a silently
+truncated stream.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import httpx2
-from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ..core.results import Trigger
 from ..library.overflow import OVERFLOW, aretry_on_overflow
 from . import sse
-from .activity import note_after
 from .answers import (
     broken_off,
     interrupted,
@@ -40,11 +34,9 @@ from .answers import (
 )
 from .body import json_object
 from .chat_context import ChatContext, Overhead
-from .chat_request import ChatRequest, ManagedRequest, parse_chat_request, truth_comment
 from .errors import error_event, error_payload
-from .fast_path import FastPath
 from .headers import decoded_response_headers
-from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
+from .managed_request import ManagedRequest, truth_comment
 from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")
@@ -58,7 +50,7 @@ wait on the store."""
 _T = TypeVar("_T")
 
 
-class ChatExchange:
+class Exchange:
     """One chat completion request: its context settled, then sent upstream and relayed."""
 
     def __init__(
@@ -82,22 +74,25 @@ class ChatExchange:
     async def send(self) -> httpx2.Response | Response:
         """Send the request upstream (streamed response), or a 502/504 error response."""
         state, route = self.state, self.context.route
-        request = state.http.build_request(
+        request = state.upstream.http.build_request(
             "POST",
             route.url(self.chat.upstream_path),
             content=await self.offloaded(self.context.outgoing),
             headers=[
-                *state.forward_headers(
-                    self.chat.headers, drop=("accept-encoding",), api=self.chat.api, route=route
+                *state.upstream.forward_headers(
+                    self.chat.headers,
+                    drop=("accept-encoding",),
+                    key_header=self.chat.api.key_header,
+                    route=route,
                 ),
                 ("accept-encoding", "identity"),
             ],
         )
         self.overhead.pause()
         try:
-            return await state.http.send(request, stream=True)
+            return await state.upstream.http.send(request, stream=True)
         except httpx2.TransportError as exc:
-            return state.upstream_failure(exc, route)
+            return state.upstream.failure(exc, route)
         finally:
             self.overhead.resume()
 
@@ -316,91 +311,3 @@ class _Overflowed(Exception):
         super().__init__("context length exceeded")
         self.response = response
         self.content = content
-
-
-HANDED_OVER = "summarizer.handed_over"
-"""Where, in the ASGI ``state`` of a request the lane (``proxy.lane``) hands over to this path,
-it leaves what its fast path made of the body: the request, or None (parse it whole)."""
-
-OVERFLOWED = "summarizer.overflowed"
-"""Set there (True) when the lane's send of it was refused as too long."""
-
-Parse = Callable[[bytes, Any], ManagedRequest | Response]
-"""Parses and checks a request body (with its headers): the request, or the 4xx answer."""
-
-
-async def chat_completions(request: Request) -> Response:
-    """The ``POST /v1/chat/completions`` endpoint."""
-    return await serve_managed(request, parse_chat_request)
-
-
-async def serve_managed(request: Request, parse: Parse) -> Response:
-    """A context-managed endpoint: read, ``parse``, locate, compact if due, send, relay."""
-    state: ProxyState = request.app.state.proxy
-    settings = state.settings
-    started = time.time()
-    try:
-        raw = await read_body(request, settings.max_body_bytes, settings.body_read_timeout)
-    except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
-        return unread_body_response(
-            request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
-        )
-    fast = state.fast_path if parse is parse_chat_request else None
-    parsed: ManagedRequest | Response | None = None
-    handed = request.scope.get("state") or {}
-    if HANDED_OVER in handed:  # the lane tried this body already
-        parsed = handed[HANDED_OVER]
-    elif fast is not None:
-        parsed = fast.parse(raw, request.headers)
-    if parsed is None:
-        work = functools.partial(_parse_whole, parse, fast, raw, request.headers)
-        parsed = await asyncio.to_thread(work) if len(raw) > OFFLOAD_BYTES else work()
-    if isinstance(parsed, Response):
-        return parsed
-    exchange = ChatExchange(state, parsed, overflowed=handed.get(OVERFLOWED, False))
-    response = await _exchange(state, exchange)
-    return note_after(response, state, exchange.context, started)
-
-
-def _parse_whole(
-    parse: Parse, fast: FastPath | None, raw: bytes, headers: Any
-) -> ManagedRequest | Response:
-    """``parse(raw, headers)``; a chat request is then remembered for the fast path."""
-    parsed = parse(raw, headers)
-    if fast is not None and isinstance(parsed, ChatRequest):
-        fast.learn(parsed)
-    return parsed
-
-
-async def _exchange(state: ProxyState, exchange: ChatExchange) -> Response:
-    """Locate, compact if due, send, relay: the answer to a parsed request."""
-    parsed = exchange.chat
-    context = exchange.context
-    invalid = await context.locate()
-    if invalid is not None:
-        return invalid
-    if context.due:
-        if not parsed.stream:
-            failed = await context.compact()
-            if failed is not None:
-                return failed
-        else:
-            task = asyncio.ensure_future(context.compact())
-            done, _ = await asyncio.wait({task}, timeout=state.settings.keepalive_interval)
-            if not done:
-                # Not known yet: the SSE comment after the keepalives says what happened.
-                headers = {
-                    "x-summarizer-compacted": "pending",
-                    "x-summarizer-prompt-tokens": "",
-                    "x-summarizer-checkpoint": "",
-                    "cache-control": "no-cache",
-                }
-                return StreamingResponse(
-                    exchange.relay_after_compaction(task),
-                    media_type="text/event-stream",
-                    headers=headers,
-                )
-            failed = task.result()
-            if failed is not None:
-                return failed
-    return await (exchange.respond_stream() if parsed.stream else exchange.respond())

@@ -1,0 +1,121 @@
+"""The one endpoint every front door mounts: read the body (bounded in size and time), parse it
+as the front door reads its API (the fast path reads a chat body from its new bytes), then the
+``Exchange``: locate, compact if due, send, relay; the request noted in the activity log once
+its answer is sent.
+
+Parsing a large body runs in a worker thread, as does all locating (hashing, counting, the
+store), so neither one huge request nor a slow store stalls the event loop that serves every
+other session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from .activity import note_after
+from .apis import CHAT
+from .chat_request import ChatRequest
+from .exchange import OFFLOAD_BYTES, Exchange
+from .fast_path import FastPath
+from .front_door import Arrival, FrontDoor, Parse
+from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
+from .managed_request import ManagedRequest
+from .state import ProxyState
+
+HANDED_OVER = "summarizer.handed_over"
+"""Where, in the ASGI ``state`` of a request the lane (``proxy.lane``) hands over to this path,
+it leaves what its fast path made of the body: the request, or None (parse it whole)."""
+
+OVERFLOWED = "summarizer.overflowed"
+"""Set there (True) when the lane's send of it was refused as too long."""
+
+
+def endpoint(door: FrontDoor) -> Callable[[Request], Awaitable[Response]]:
+    """The ASGI endpoint of ``door``'s routes."""
+
+    async def serve(request: Request) -> Response:
+        return await serve_managed(request, door)
+
+    serve.__name__ = f"{door.api.name}_endpoint"
+    return serve
+
+
+async def serve_managed(request: Request, door: FrontDoor) -> Response:
+    """A context-managed request through ``door``: read, parse, locate, compact if due, send,
+    relay."""
+    state: ProxyState = request.app.state.proxy
+    settings = state.settings
+    started = time.time()
+    try:
+        raw = await read_body(request, settings.max_body_bytes, settings.body_read_timeout)
+    except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
+        return unread_body_response(
+            request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
+        )
+    fast = state.fast_path if door.api is CHAT else None
+    arrival = Arrival(request.path_params, settings, state.compaction_key)
+    parsed: ManagedRequest | Response | None = None
+    handed = request.scope.get("state") or {}
+    if HANDED_OVER in handed:  # the lane tried this body already
+        parsed = handed[HANDED_OVER]
+    elif fast is not None:
+        parsed = fast.parse(raw, request.headers)
+    if parsed is None:
+        work = functools.partial(_parse_whole, door.parse, fast, raw, request.headers, arrival)
+        parsed = await asyncio.to_thread(work) if len(raw) > OFFLOAD_BYTES else work()
+    if isinstance(parsed, Response):
+        return parsed
+    exchange = Exchange(state, parsed, overflowed=handed.get(OVERFLOWED, False))
+    response = await _exchange(state, exchange)
+    return note_after(response, state, exchange.context, started)
+
+
+def _parse_whole(
+    parse: Parse, fast: FastPath | None, raw: bytes, headers: Any, arrival: Arrival
+) -> ManagedRequest | Response:
+    """``parse(raw, headers, arrival)``; a chat request is then remembered for the fast path."""
+    parsed = parse(raw, headers, arrival)
+    if fast is not None and isinstance(parsed, ChatRequest):
+        fast.learn(parsed)
+    return parsed
+
+
+async def _exchange(state: ProxyState, exchange: Exchange) -> Response:
+    """Locate, compact if due, send, relay: the answer to a parsed request."""
+    parsed = exchange.chat
+    context = exchange.context
+    invalid = await context.locate()
+    if invalid is not None:
+        return invalid
+    if context.due:
+        if not parsed.stream:
+            failed = await context.compact()
+            if failed is not None:
+                return failed
+        else:
+            task = asyncio.ensure_future(context.compact())
+            done, _ = await asyncio.wait({task}, timeout=state.settings.keepalive_interval)
+            if not done:
+                # Not known yet: the SSE comment after the keepalives says what happened.
+                headers = {
+                    "x-summarizer-compacted": "pending",
+                    "x-summarizer-prompt-tokens": "",
+                    "x-summarizer-checkpoint": "",
+                    "cache-control": "no-cache",
+                }
+                return StreamingResponse(
+                    exchange.relay_after_compaction(task),
+                    media_type="text/event-stream",
+                    headers=headers,
+                )
+            failed = task.result()
+            if failed is not None:
+                return failed
+    return await (exchange.respond_stream() if parsed.stream else exchange.respond())

@@ -1,0 +1,46 @@
+"""``FrontDoor``: one context-managed API of the proxy, as the app mounts it.
+
+A front door is its ``Api`` (label, error shape, key header, paths), the routes it manages and
+how it reads a request arriving there (``parse``: the body, its headers and where it arrived, to
+a ``ManagedRequest`` or the 4xx saying what is wrong). What the request then is to the exchange
+(its codec, usage reader, summary wire) is the ``ManagedRequest``'s. Every front door is served
+by the one exchange (``chat.serve_managed``); the registry is ``front_doors.FRONT_DOORS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from starlette.responses import Response
+
+from .apis import Api
+from .managed_request import ManagedRequest
+
+if TYPE_CHECKING:
+    from .settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """Where a request arrived: its route's path parameters (Gemini's model is in the path),
+    and the proxy's settings and compaction key, which some front doors read it with."""
+
+    params: Mapping[str, Any]
+    settings: Settings
+    compaction_key: bytes
+
+
+Parse = Callable[[bytes, Any, Arrival], ManagedRequest | Response]
+"""Reads a request body (with its headers and arrival): the request, or the 4xx answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrontDoor:
+    """One managed API: its ``Api``, its routes (``POST``, Starlette path patterns) and its
+    ``parse``."""
+
+    api: Api
+    routes: tuple[str, ...]
+    parse: Parse
