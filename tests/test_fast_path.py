@@ -22,12 +22,12 @@ import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from starlette.responses import Response
 
 from summarizer import ContextManager
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.body import outgoing_body
 from summarizer.proxy.chat_request import ChatRequest, parse_chat_request
+from summarizer.proxy.errors import ProxyError
 from summarizer.proxy.fast_path import KEY_BYTES, FastPath, Outcome
 from summarizer.proxy.managed_request import sender
 from summarizer.proxy.remembered import Remembered
@@ -150,11 +150,14 @@ def counting() -> tuple[FastPath, list[Outcome]]:
     return FastPath(count=outcomes.append), outcomes
 
 
-def take_any(fast: FastPath, raw: bytes) -> tuple[ChatRequest | None, ChatRequest | Response]:
+def take_any(fast: FastPath, raw: bytes) -> tuple[ChatRequest | None, ChatRequest | ProxyError]:
     """What the fast path builds for ``raw`` (None: it declined) and the full parse (learned
-    when the fast path declined, as the proxy does; a 400 for an invalid body)."""
+    when the fast path declined, as the proxy does; the 400 refusing an invalid body)."""
     quick = fast.parse(raw, HEADERS)
-    whole = parse_chat_request(raw, HEADERS)
+    try:
+        whole: ChatRequest | ProxyError = parse_chat_request(raw, HEADERS)
+    except ProxyError as refused:
+        whole = refused
     if quick is None and isinstance(whole, ChatRequest):
         fast.learn(whole)
     return quick, whole
@@ -172,7 +175,6 @@ def extension_of(fast: FastPath, raw: bytes) -> tuple[Remembered, list[Any]] | N
     conversation, when its bytes before that body's last message are that body's (as the lane
     checks them): the body and the new messages."""
     who = sender(HEADERS)
-    assert not isinstance(who, Response)
     known = fast.newest(raw[:KEY_BYTES], who) if len(raw) >= KEY_BYTES else None
     if known is None or not raw.startswith(known.raw[: known.end]):
         return None
@@ -318,8 +320,9 @@ def test_new_bytes_that_are_not_a_plain_list_of_values_go_the_full_way(added: by
     outcome, quick = outcome_after(first, second)
     assert (outcome, quick) == ("unproven", None)
     if added != b', {"role": "user", "content": NaN}':  # the stdlib reads that one
-        whole = parse_chat_request(second, HEADERS)
-        assert isinstance(whole, Response) and whole.status_code == 400
+        with pytest.raises(ProxyError) as refused:
+            parse_chat_request(second, HEADERS)
+        assert refused.value.status == 400
 
 
 def test_strings_that_look_like_the_end_of_the_messages_array_do_not_fool_it() -> None:

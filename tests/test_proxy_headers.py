@@ -6,12 +6,13 @@ import re
 
 import pytest
 
+from summarizer.proxy.errors import ProxyError
 from summarizer.proxy.headers import (
     ANONYMOUS,
     HOP_BY_HOP,
+    check_authorization,
     credential,
     credential_namespace,
-    invalid_authorization,
     request_headers,
     response_headers,
 )
@@ -153,16 +154,24 @@ def test_only_a_bearer_authorization_is_a_credential(value: str) -> None:
     # README: a key is taken as ``Authorization: Bearer KEY``, ``api-key`` or ``x-api-key``.
     assert credential({"authorization": value}) is None
     assert credential({"authorization": value, "x-api-key": "second"}) == "second"
-    refusal = invalid_authorization({"authorization": value})
-    assert refusal is not None and refusal.status_code == 401
+    with pytest.raises(ProxyError) as refused:
+        check_authorization({"authorization": value})
+    refusal = refused.value.response()
+    assert refusal.status_code == 401
     assert value.strip() not in bytes(refusal.body).decode() or value.strip() == "Bearer"
 
 
-def test_a_bearer_or_missing_authorization_is_not_refused() -> None:
-    assert invalid_authorization({"authorization": "Bearer sk-abc123"}) is None
-    assert invalid_authorization({"authorization": "bearer  sk-abc123 "}) is None
-    assert invalid_authorization({"authorization": ""}) is None
-    assert invalid_authorization({"x-api-key": "anything"}) is None
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"authorization": "Bearer sk-abc123"},
+        {"authorization": "bearer  sk-abc123 "},
+        {"authorization": ""},
+        {"x-api-key": "anything"},
+    ],
+)
+def test_a_bearer_or_missing_authorization_is_not_refused(headers: dict[str, str]) -> None:
+    check_authorization(headers)  # raises ProxyError if refused
 
 
 def test_credential_authorization_wins_over_api_key_headers() -> None:

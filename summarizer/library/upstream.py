@@ -10,6 +10,7 @@ text): a failed summary, which the engine falls back from like any other.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -23,7 +24,6 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential_jitter,
 )
 
 from ..core.results import SummarizeCall, SummaryOutcome
@@ -105,15 +105,15 @@ def retry_after_seconds(exc: BaseException | None) -> float | None:
 class _Wait:
     """Honour Retry-After (capped), else exponential backoff with jitter."""
 
-    def __init__(self) -> None:
-        self._backoff = wait_exponential_jitter(initial=0.5, max=8.0)
-
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         asked = retry_after_seconds(exc)
         if asked is not None:
             return max(0.0, min(asked, MAX_RETRY_AFTER_SECONDS))
-        return float(self._backoff(state))
+        # tenacity's wait_exponential_jitter(0.5, max=8), written out: its first parameter
+        # changed name in 9.2 while google-genai (the dev extra) holds tenacity below 9.2.
+        backoff = 0.5 * 2 ** (state.attempt_number - 1) + random.uniform(0, 1)
+        return float(min(backoff, 8.0))
 
 
 def retry_policy(

@@ -27,13 +27,12 @@ from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..core.errors import ConfigurationError
-from .cross_site import content_type_refusal, cross_site_response, is_cross_site
-from .errors import error_response, unknown_path
-from .headers import credential, credential_namespace, invalid_authorization, via_names
+from .cross_site import check_content_type, cross_site_refusal, is_cross_site
+from .errors import ProxyError, unknown_path
+from .headers import check_authorization, credential, credential_namespace, via_names
 from .settings import Settings, hash_key
 
 logger = logging.getLogger("summarizer.proxy")
@@ -167,9 +166,9 @@ def log_startup_notes(settings: Settings) -> None:
         )
 
 
-def reader_namespace(request: Request, settings: Settings) -> str | Response:
-    """The namespace whose sessions ``request`` may read (``/v1/summarizer/sessions``, ``/ui``),
-    or the refusal to answer with, as ``settings.sessions_api`` says: ``keyed`` (the default)
+def reader_namespace(request: Request, settings: Settings) -> str:
+    """The namespace whose sessions ``request`` may read (``/v1/summarizer/sessions``, ``/ui``);
+    ``ProxyError`` refuses it, as ``settings.sessions_api`` says: ``keyed`` (the default)
     refuses a request without a credential (401), ``all`` serves it (keyless clients share one
     namespace), ``off`` answers 404 to everyone, as for a path it does not serve.
 
@@ -178,10 +177,10 @@ def reader_namespace(request: Request, settings: Settings) -> str | Response:
     """
     mode = settings.sessions_api
     if mode == "off":
-        return unknown_path(request.url.path)
+        raise unknown_path(request.url.path)
     secret = credential(request.headers)
     if secret is None and mode == "keyed":
-        return error_response(
+        raise ProxyError(
             401,
             "You didn't provide an API key. Sessions belong to the credential that created them, "
             "so reading one needs that credential (the proxy's --sessions-api is 'keyed').",
@@ -213,9 +212,10 @@ class RequestGuard:
         if scope["type"] == "http":
             headers = Headers(scope=scope)
             scheme = "https" if scope.get("scheme") == "https" else "http"
-            refusal = self.refusal(headers, scope["path"], scope["method"], scheme=scheme)
-            if refusal is not None:
-                await refusal(scope, receive, send)
+            try:
+                self.check(headers, scope["path"], scope["method"], scheme=scheme)
+            except ProxyError as refusal:
+                await refusal.response()(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -224,13 +224,11 @@ class RequestGuard:
             return True
         return self.ui and path == UI_PAGE and method in ("GET", "HEAD")
 
-    def refusal(
-        self, headers: Headers, path: str, method: str, *, scheme: str = "http"
-    ) -> Response | None:
-        """The refusal of a request with ``headers`` to ``path`` (over ``scheme``), or None to
-        serve it."""
+    def check(self, headers: Headers, path: str, method: str, *, scheme: str = "http") -> None:
+        """Refuse (``ProxyError``) a request with ``headers`` to ``path`` (over ``scheme``) that
+        is not to be served."""
         if self.hop_name in via_names(headers.getlist("via")):
-            return error_response(
+            raise ProxyError(
                 508,
                 "This request has already passed through this summarizer proxy (its Via header "
                 "names it): the proxy's upstream leads back to itself. Point --upstream (or "
@@ -239,18 +237,16 @@ class RequestGuard:
                 code="loop_detected",
             )
         if is_cross_site(headers, path, scheme=scheme, allowed=self.allowed_origins):
-            return cross_site_response()
+            raise cross_site_refusal()
         if self._is_open(path, method):
-            return None
-        if (malformed := invalid_authorization(headers)) is not None:
-            return malformed
-        if not self.digests:
-            return content_type_refusal(headers, path)
+            return
+        check_authorization(headers)
         presented = credential(headers)
-        if key_allowed(self.digests, presented):
-            return content_type_refusal(headers, path)
+        if not self.digests or key_allowed(self.digests, presented):
+            check_content_type(headers, path)
+            return
         problem = "Incorrect API key provided." if presented else "You didn't provide an API key."
-        return error_response(
+        raise ProxyError(
             401,
             f"{problem} This summarizer proxy accepts only the client keys it was started with "
             "(--client-key or SUMMARIZER_CLIENT_KEYS), in an Authorization: Bearer, api-key or "

@@ -10,11 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx2
-from starlette.responses import Response
 
 from ..library.upstream import says_context_length_exceeded
 from .body import json_object
-from .errors import error_payload, error_response
+from .errors import ProxyError, error_payload
 from .model_routes import ModelRoute
 from .state import ProxyState
 
@@ -42,12 +41,12 @@ def usable_usage(state: ProxyState, usage: Mapping[str, Any]) -> bool:
     return False
 
 
-def broken_off(state: ProxyState, exc: httpx2.TransportError, route: ModelRoute) -> Response:
+def broken_off(state: ProxyState, exc: httpx2.TransportError, route: ModelRoute) -> ProxyError:
     """The 504 (timeout) or 502 for an answer ``route``'s upstream began and did not finish."""
     if isinstance(exc, httpx2.TimeoutException):
         return state.upstream.failure(exc, route)
     interrupted(state, exc, route)
-    return error_response(
+    return ProxyError(
         502,
         f"The upstream {route.host} broke off its answer: {type(exc).__name__}.",
         type="upstream_error",
@@ -66,7 +65,7 @@ def interrupted(state: ProxyState, exc: httpx2.TransportError, route: ModelRoute
     )
 
 
-def invalid_answer(state: ProxyState, status: int, route: ModelRoute) -> Response:
+def invalid_answer(state: ProxyState, status: int, route: ModelRoute) -> ProxyError:
     """The 502 for a success answer (of ``route``'s upstream) that is not a chat completion."""
     state.metrics.upstream_errors.labels("invalid_response").inc()
     logger.warning(
@@ -74,7 +73,7 @@ def invalid_answer(state: ProxyState, status: int, route: ModelRoute) -> Respons
         route.host,
         status,
     )
-    return error_response(
+    return ProxyError(
         502,
         f"The upstream {route.host} answered HTTP {status} with a body that "
         "is not a chat completion.",

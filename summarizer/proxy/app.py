@@ -42,12 +42,12 @@ from .access import RequestGuard, log_startup_notes, reader_namespace
 from .apis import api_for_path
 from .cross_site import AllowedOriginsCors
 from .endpoint import endpoint
-from .errors import ErrorShape, error_response, store_unavailable_response
+from .errors import ErrorShape, ProxyError, store_unavailable
 from .front_doors import FRONT_DOORS
 from .metrics import CONTENT_TYPE
 from .passthrough import passthrough
 from .responses_compact import responses_compact
-from .routing import StrictRoute, UnknownPath, UnprefixedPaths, http_error
+from .routing import StrictRoute, UnknownPath, UnprefixedPaths, http_error, proxy_error
 from .settings import Settings
 from .state import ProxyState
 from .ui import ui_routes
@@ -75,12 +75,10 @@ async def session_checkpoints(request: Request) -> Response:
     """
     state: ProxyState = request.app.state.proxy
     namespace = reader_namespace(request, state.settings)
-    if isinstance(namespace, Response):
-        return namespace
     session = request.path_params["session"]
     checkpoints = await asyncio.to_thread(state.store.list_session, namespace, session)
     if not checkpoints:
-        return error_response(
+        raise ProxyError(
             404, f"No session {session!r} for this credential.", code="session_not_found"
         )
     return JSONResponse(
@@ -153,17 +151,17 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
         type(exc).__name__,
         exc_info=exc,
     )
-    return error_response(
+    return ProxyError(
         500,
         "The summarizer proxy failed to handle this request.",
         type="server_error",
         code="internal_error",
-    )
+    ).response()
 
 
 async def _store_unavailable(request: Request, exc: Exception) -> Response:
     logger.warning("answering 503 to %s %s: %s", request.method, request.url.path, exc)
-    return store_unavailable_response()
+    return store_unavailable().response()
 
 
 def create_app(
@@ -213,6 +211,7 @@ def create_app(
         exception_handlers={
             StoreUnavailable: _store_unavailable,
             HTTPException: http_error,
+            ProxyError: proxy_error,
             Exception: _internal_error,
         },
     )

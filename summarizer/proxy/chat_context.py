@@ -15,8 +15,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
-from starlette.responses import Response
-
 from ..core.effects import Turn
 from ..core.errors import (
     BudgetExceeded,
@@ -32,7 +30,7 @@ from ..core.errors import (
 from ..core.located import Located
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
 from .answers import usable_usage, usage_figures
-from .errors import error_response, store_unavailable_response
+from .errors import ProxyError, store_unavailable
 from .fast_path import settle
 from .headers import credential
 from .managed_request import ManagedRequest, summarizer_headers
@@ -62,9 +60,9 @@ def unknown_window(model: str, window_configured: bool) -> str:
     )
 
 
-def _store_down(exc: StoreUnavailable) -> Response:
+def _store_down(exc: StoreUnavailable) -> ProxyError:
     logger.warning("answering 503: %s", exc)
-    return store_unavailable_response()
+    return store_unavailable()
 
 
 class Overhead:
@@ -157,10 +155,10 @@ class ChatContext:
             return Locating(compactions, failed)
         return Locating(compactions, self.state.locator.submit(self.route.context.locate, turn))
 
-    async def locate(self, begun: Locating | None = None) -> Response | None:
+    async def locate(self, begun: Locating | None = None) -> None:
         """Locate the request (once, in a worker thread, or as ``begun``); settled already
-        when no compaction is due. An error response for an invalid conversation, or a 503 when
-        the store is down."""
+        when no compaction is due. ``ProxyError`` for an invalid conversation (a 400), or when
+        the store is down (a 503)."""
         context = self.route.context
         # Read before the store is.
         compactions = self.state.compactions if begun is None else begun.compactions
@@ -172,24 +170,24 @@ class ChatContext:
             if await calibrate_by_count(self.state, self.chat, self.located, self.route):
                 self.located = await context.alocate(self.turn())
         except InvalidConversation as exc:
-            return error_response(400, str(exc), param=exc.param, code="invalid_value")
+            raise ProxyError(400, str(exc), param=exc.param, code="invalid_value") from None
         except (ConfigurationError, TokenizerUnavailable, HistoryNotInRequest) as exc:
             self._unmanaged(exc)
-            return None
+            return
         except StoreUnavailable as exc:
-            return _store_down(exc)
+            raise _store_down(exc) from None
         self.result = context.ready(self.located)
         if self.result is not None:
             settle(self.chat, self.located, self.route, compactions)
         if self.result is not None and context.should_draft(self.located):
             summarizer = self._counted(self.chat.summarizer(self.state.upstream, self.route))
             context.aahead(self.located, summarizer=summarizer)
-        return None
 
-    async def compact(self, force: Trigger | None = None) -> Response | None:
-        """Compact (waiting for the session's lock); an error response if it cannot fit."""
+    async def compact(self, force: Trigger | None = None) -> None:
+        """Compact (waiting for the session's lock); ``ProxyError`` if it cannot fit (a 400),
+        or the store is down (a 503)."""
         if self.located is None:
-            return None
+            return
         self.overhead.pause()
         try:
             self.result = await self.route.context.acompact(
@@ -199,16 +197,17 @@ class ChatContext:
             )
         except BudgetExceeded as exc:
             message = budget_advice(exc, self.located.budget)
-            return error_response(400, message, param="messages", code="context_length_exceeded")
+            raise ProxyError(
+                400, message, param="messages", code="context_length_exceeded"
+            ) from None
         except InvalidConversation as exc:
-            return error_response(400, str(exc), param=exc.param, code="invalid_value")
+            raise ProxyError(400, str(exc), param=exc.param, code="invalid_value") from None
         except (ConfigurationError, TokenizerUnavailable) as exc:
             self._unmanaged(exc)
         except StoreUnavailable as exc:
-            return _store_down(exc)
+            raise _store_down(exc) from None
         finally:
             self.overhead.resume()
-        return None
 
     def _unmanaged(self, exc: SummarizerError) -> None:
         """Forward without context management (e.g. a model whose window is unknown)."""

@@ -7,14 +7,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from starlette.responses import Response
-
 from ..core.effects import Turn
 from ..core.results import PrepareResult, SummarizeCall
 from . import sse
 from .apis import CHAT, Api
 from .body import outgoing_body, wants_usage
-from .errors import error_response
+from .errors import ProxyError
 from .front_door import FrontDoor
 from .managed_request import ParsedRequest, json_object_body_noting, sender
 from .remembered import Remembered
@@ -76,19 +74,17 @@ class ChatRequest(ParsedRequest):
         return wants_usage(self.body) or not sse.is_usage_only(event)
 
 
-def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
+def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest:
     """The request, or the 400 response saying what is wrong with it."""
     body, by_orjson = json_object_body_noting(raw)
-    if isinstance(body, Response):
-        return body
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        return error_response(
+        raise ProxyError(
             400, "'model' is required and must be a string.", param="model", code="invalid_type"
         )
     messages = body.get("messages")
     if not isinstance(messages, list):
-        return error_response(
+        raise ProxyError(
             400,
             "'messages' is required and must be an array.",
             param="messages",
@@ -96,10 +92,8 @@ def parse_chat_request(raw: bytes, headers: Any) -> ChatRequest | Response:
         )
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
-        return error_response(400, "'tools' must be an array.", param="tools", code="invalid_type")
+        raise ProxyError(400, "'tools' must be an array.", param="tools", code="invalid_type")
     who = sender(headers)
-    if isinstance(who, Response):
-        return who
     return ChatRequest(raw, body, model, body.get("stream") is True, *who, headers, by_orjson)
 
 

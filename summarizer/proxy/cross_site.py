@@ -20,7 +20,7 @@ server's key even though the page never reads the answer. So, on every ``/v1`` r
 
 Origins listed in ``Settings.allow_origins`` (``--allow-origin``) pass, and get CORS answers
 (``AllowedOriginsCors``) so a page there can read them. ``RequestGuard`` asks ``is_cross_site``
-first, and ``content_type_refusal`` once the request's key is accepted (a request without one
+first, and ``check_content_type`` once the request's key is accepted (a request without one
 gets 401 first). Both refusals are 403 (in the API's error shape: ``ErrorShape`` runs outside
 the guard) and are counted like any other answer, in ``summarizer_requests_total{status="403"}``.
 """
@@ -32,10 +32,9 @@ from collections.abc import Iterable
 
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .errors import error_response
+from .errors import ProxyError
 
 UPLOAD_PATHS = (
     "/v1/files",
@@ -122,9 +121,9 @@ def is_cross_site(
     return is_guarded(path) and _is_cross_site(headers, scheme, allowed)
 
 
-def cross_site_response() -> Response:
+def cross_site_refusal() -> ProxyError:
     """The 403 for a request a web page of another origin made."""
-    return error_response(
+    return ProxyError(
         403,
         "This request came from a web page of another origin (its Origin or Sec-Fetch-Site "
         "header says so): the summarizer proxy refuses those, so that no page open in a browser "
@@ -135,17 +134,17 @@ def cross_site_response() -> Response:
     )
 
 
-def content_type_refusal(headers: Headers, path: str) -> Response | None:
-    """The 403 for a request to a guarded ``path`` whose body is not JSON (``multipart/form-data``
-    passes on the upload routes), or None."""
+def check_content_type(headers: Headers, path: str) -> None:
+    """``ProxyError`` (a 403) for a request to a guarded ``path`` whose body is not JSON
+    (``multipart/form-data`` passes on the upload routes)."""
     content_type = headers.get("content-type")
     if not is_guarded(path) or not _has_body(headers) or is_json(content_type):
-        return None
+        return
     media = (content_type or "").split(";", 1)[0].strip().lower()
     if media == "multipart/form-data" and path.startswith(UPLOAD_PATHS):
-        return None
+        return
     said = f"Content-Type {media}" if media else "no Content-Type"
-    return error_response(
+    raise ProxyError(
         403,
         f"This request's body has {said}; the summarizer proxy takes JSON bodies only: send "
         "Content-Type: application/json (curl -d sends application/x-www-form-urlencoded: "

@@ -22,10 +22,11 @@ from starlette.responses import Response, StreamingResponse
 from .activity import note_after
 from .apis import CHAT
 from .chat_request import ChatRequest
+from .errors import ProxyError
 from .exchange import OFFLOAD_BYTES, Exchange
 from .fast_path import FastPath
 from .front_door import Arrival, FrontDoor, Parse
-from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
+from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body
 from .managed_request import ManagedRequest
 from .state import ProxyState
 
@@ -56,9 +57,9 @@ async def serve_managed(request: Request, door: FrontDoor) -> Response:
     try:
         raw = await read_body(request, settings.max_body_bytes, settings.body_read_timeout)
     except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
-        return unread_body_response(
+        raise unread_body(
             request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
-        )
+        ) from None
     fast = state.fast_path if door.api is CHAT else None
     arrival = Arrival(request.path_params, settings, state.compaction_key)
     parsed: ManagedRequest | Response | None = None
@@ -70,10 +71,13 @@ async def serve_managed(request: Request, door: FrontDoor) -> Response:
     if parsed is None:
         work = functools.partial(_parse_whole, door.parse, fast, raw, request.headers, arrival)
         parsed = await asyncio.to_thread(work) if len(raw) > OFFLOAD_BYTES else work()
-    if isinstance(parsed, Response):
+    if isinstance(parsed, Response):  # the front door answers it itself
         return parsed
     exchange = Exchange(state, parsed, overflowed=handed.get(OVERFLOWED, False))
-    response = await _exchange(state, exchange)
+    try:
+        response = await _exchange(state, exchange)
+    except ProxyError as failed:  # written here, so the activity log notes it too
+        response = failed.response()
     return note_after(response, state, exchange.context, started)
 
 
@@ -91,14 +95,10 @@ async def _exchange(state: ProxyState, exchange: Exchange) -> Response:
     """Locate, compact if due, send, relay: the answer to a parsed request."""
     parsed = exchange.chat
     context = exchange.context
-    invalid = await context.locate()
-    if invalid is not None:
-        return invalid
+    await context.locate()
     if context.due:
         if not parsed.stream:
-            failed = await context.compact()
-            if failed is not None:
-                return failed
+            await context.compact()
         else:
             task = asyncio.ensure_future(context.compact())
             done, _ = await asyncio.wait({task}, timeout=state.settings.keepalive_interval)
@@ -115,7 +115,5 @@ async def _exchange(state: ProxyState, exchange: Exchange) -> Response:
                     media_type="text/event-stream",
                     headers=headers,
                 )
-            failed = task.result()
-            if failed is not None:
-                return failed
+            task.result()
     return await (exchange.respond_stream() if parsed.stream else exchange.respond())

@@ -97,37 +97,64 @@ def error_payload(
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
-def error_response(
-    status: int,
-    message: str,
-    *,
-    type: str = "invalid_request_error",
-    param: str | None = None,
-    code: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> Response:
-    """A JSON error response with ``status``."""
-    payload = error_payload(message, type=type, param=param, code=code, status=status)
-    return Response(
-        json.dumps(payload), status_code=status, media_type="application/json", headers=headers
-    )
+class ProxyError(Exception):
+    """A request the proxy will not serve as sent, or whose upstream failed it: raised where the
+    problem is found, written once at the edge in the client's API's shape (``response``, or
+    ``event`` once a stream's 200 is sent)."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+        self.headers = headers
+
+    def payload(self) -> dict[str, Any]:
+        """The error object, in the current request's API's shape."""
+        return error_payload(
+            self.message, type=self.type, param=self.param, code=self.code, status=self.status
+        )
+
+    def response(self) -> Response:
+        """The error as a JSON response."""
+        return Response(
+            json.dumps(self.payload()),
+            status_code=self.status,
+            media_type="application/json",
+            headers=self.headers,
+        )
+
+    def event(self) -> bytes:
+        """The error as a server-sent event (``error_event``)."""
+        return error_event(self.payload())
 
 
-def unknown_path(path: str) -> Response:
+def unknown_path(path: str) -> ProxyError:
     """The 404 for a path this proxy does not serve (or serves to no one, as configured)."""
     if is_gemini_path(path):
         message = (
             f"Unknown path {path}: this summarizer proxy serves the OpenAI and Anthropic APIs "
             "(/v1/chat/completions, /v1/responses, /v1/messages), not Google's Gemini API."
         )
-        return error_response(404, message, code="not_found")
-    return error_response(404, f"Unknown path {path}.", code="not_found")
+        return ProxyError(404, message, code="not_found")
+    return ProxyError(404, f"Unknown path {path}.", code="not_found")
 
 
-def method_not_allowed(method: str, path: str, allowed: Iterable[str]) -> Response:
+def method_not_allowed(method: str, path: str, allowed: Iterable[str]) -> ProxyError:
     """The 405 for ``method`` on a route that takes only ``allowed``, with their ``Allow``."""
     allow = ", ".join(sorted(allowed))
-    return error_response(
+    return ProxyError(
         405,
         f"Method {method} is not allowed on {path}; use {allow}.",
         code="method_not_allowed",
@@ -135,10 +162,10 @@ def method_not_allowed(method: str, path: str, allowed: Iterable[str]) -> Respon
     )
 
 
-def store_unavailable_response() -> Response:
+def store_unavailable() -> ProxyError:
     """The 503 for a request that needed the checkpoint store while it could not be reached
     (e.g. Redis restarting): nothing was sent upstream, the client may retry."""
-    return error_response(
+    return ProxyError(
         503,
         "The summarizer proxy's checkpoint store is unavailable; nothing was sent upstream. "
         "Retry shortly.",

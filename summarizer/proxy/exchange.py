@@ -34,7 +34,7 @@ from .answers import (
 )
 from .body import json_object
 from .chat_context import ChatContext, Overhead
-from .errors import error_event, error_payload
+from .errors import ProxyError, error_event, error_payload
 from .headers import decoded_response_headers
 from .managed_request import ManagedRequest, truth_comment
 from .state import ProxyState
@@ -71,8 +71,9 @@ class Exchange:
 
     # -- upstream -----------------------------------------------------------------------------
 
-    async def send(self) -> httpx2.Response | Response:
-        """Send the request upstream (streamed response), or a 502/504 error response."""
+    async def send(self) -> httpx2.Response:
+        """Send the request upstream (its answer streamed); ``ProxyError`` (a 502 or 504) when
+        the upstream gives none."""
         state, route = self.state, self.context.route
         request = state.upstream.http.build_request(
             "POST",
@@ -92,18 +93,18 @@ class Exchange:
         try:
             return await state.upstream.http.send(request, stream=True)
         except httpx2.TransportError as exc:
-            return state.upstream.failure(exc, route)
+            raise state.upstream.failure(exc, route) from exc
         finally:
             self.overhead.resume()
 
-    async def _read(self, response: httpx2.Response) -> bytes | Response:
+    async def _read(self, response: httpx2.Response) -> bytes:
         """The whole body of an upstream response (not proxy time), then the connection back;
-        an error response when the upstream breaks off mid-body."""
+        ``ProxyError`` when the upstream breaks off mid-body."""
         self.overhead.pause()
         try:
             return await response.aread()
         except httpx2.TransportError as exc:
-            return broken_off(self.state, exc, self.context.route)
+            raise broken_off(self.state, exc, self.context.route) from exc
         finally:
             await response.aclose()
             self.overhead.resume()
@@ -112,8 +113,6 @@ class Exchange:
         """A success answer read whole: relayed (and its usage observed) if it is a JSON
         object, else a 502."""
         content = await self._read(response)
-        if isinstance(content, Response):
-            return content
         return await self.answer(response.status_code, response.headers.items(), content)
 
     async def answer(
@@ -129,10 +128,11 @@ class Exchange:
         self, status: int, upstream_headers: Iterable[tuple[str, str]], content: bytes
     ) -> tuple[Response, Any]:
         """``answer`` without observing its usage: the answer to relay, and the usage to
-        observe (``ChatContext.observe``; the lane observes it once the answer is written)."""
+        observe (``ChatContext.observe``; the lane observes it once the answer is written).
+        ``ProxyError`` (a 502) for an answer that is not a JSON object."""
         completion = json_object(content, exact=self.chat.rewrites_answers)
         if completion is None:
-            return invalid_answer(self.state, status, self.context.route), None
+            raise invalid_answer(self.state, status, self.context.route)
         usage = self.chat.answer_usage(completion)
         if isinstance(usage, Mapping):
             usage = dict(usage)  # as reported, whatever rewriting the answer does to it
@@ -142,26 +142,22 @@ class Exchange:
         headers.update(self.context.headers())
         return Response(content, status_code=status, headers=headers), usage
 
-    async def send_with_retry(self) -> tuple[httpx2.Response | Response, bytes | None]:
+    async def send_with_retry(self) -> tuple[httpx2.Response, bytes | None]:
         """Send; on ``context_length_exceeded`` compact harder and send once more (the one
         policy, ``retry_on_overflow``).
 
-        Returns the streamed response (body unread if 2xx) or an error response, and the body
-        of a non-2xx upstream answer that was read to inspect it.
+        Returns the streamed response (body unread if 2xx) and the body of a non-2xx upstream
+        answer that was read to inspect it; ``ProxyError`` when there is no answer to relay.
         """
 
-        async def attempt(force: Trigger | None) -> tuple[httpx2.Response | Response, bytes | None]:
+        async def attempt(force: Trigger | None) -> tuple[httpx2.Response, bytes | None]:
             if force is not None:
                 logger.info("upstream says context length exceeded; compacting and retrying")
-                failed = await self.context.compact(force=force)
-                if failed is not None:
-                    return failed, None
+                await self.context.compact(force=force)
             response = await self.send()
-            if not isinstance(response, httpx2.Response) or response.is_success:
+            if response.is_success:
                 return response, None
             content = await self._read(response)
-            if isinstance(content, Response):
-                return content, None
             self.state.metrics.upstream_errors.labels(str(response.status_code)).inc()
             if self.context.result is not None and is_context_length(response.status_code, content):
                 raise _Overflowed(response, content)
@@ -178,36 +174,29 @@ class Exchange:
 
     async def respond(self) -> Response:
         """The whole non-streaming exchange."""
-        response, content = await self.send_with_retry()
-        if not isinstance(response, httpx2.Response):
+        try:
+            response, content = await self.send_with_retry()
+            if content is None:
+                return await self._whole_answer(response)
+            headers = decoded_response_headers(response.headers.items())
+            headers.update(self.context.headers())
+            return Response(content, status_code=response.status_code, headers=headers)
+        finally:
             self.overhead.finish()
-            return response
-        if content is None:
-            answer = await self._whole_answer(response)
-            self.overhead.finish()
-            return answer
-        headers = decoded_response_headers(response.headers.items())
-        headers.update(self.context.headers())
-        self.overhead.finish()
-        return Response(content, status_code=response.status_code, headers=headers)
 
     async def respond_stream(self) -> Response:
         """The whole streaming exchange, once any compaction is done."""
-        response, content = await self.send_with_retry()
-        if not isinstance(response, httpx2.Response):
-            self.overhead.finish()
-            return response
-        if content is not None:  # an upstream error, passed through as is
+        try:
+            response, content = await self.send_with_retry()
+            if content is not None:  # an upstream error, passed through as is
+                headers = decoded_response_headers(response.headers.items())
+                return Response(content, status_code=response.status_code, headers=headers)
+            if not is_event_stream(response):  # an upstream that ignored "stream", or garbage
+                return await self._whole_answer(response)
             headers = decoded_response_headers(response.headers.items())
+            headers.update(self.context.headers())
+        finally:
             self.overhead.finish()
-            return Response(content, status_code=response.status_code, headers=headers)
-        if not is_event_stream(response):  # an upstream that ignored "stream", or garbage
-            answer = await self._whole_answer(response)
-            self.overhead.finish()
-            return answer
-        headers = decoded_response_headers(response.headers.items())
-        headers.update(self.context.headers())
-        self.overhead.finish()
         return StreamingResponse(
             self.relay(response.aiter_bytes(), response.aclose),
             status_code=response.status_code,
@@ -259,16 +248,18 @@ class Exchange:
         finally:
             await close()
 
-    async def relay_after_compaction(
-        self, task: asyncio.Task[Response | None]
-    ) -> AsyncIterator[bytes]:
-        """A stream begun before its compaction ended: keepalives, then the upstream's events."""
+    async def relay_after_compaction(self, task: asyncio.Task[None]) -> AsyncIterator[bytes]:
+        """A stream begun before its compaction ended: keepalives, then the upstream's events;
+        once the 200 is sent, any failure is an error event (the SDKs raise on it)."""
         interval = self.state.settings.keepalive_interval
         while not task.done():
             yield sse.comment("summarizer: compacting the conversation")
             await asyncio.wait({task}, timeout=interval)
         try:
-            failed = task.result()
+            task.result()
+        except ProxyError as failed:
+            yield failed.event()
+            return
         except Exception:
             # The 200 is already sent: the failure becomes an error event the SDKs raise on.
             logger.exception("compaction failed while a stream was held open")
@@ -280,22 +271,20 @@ class Exchange:
                 )
             )
             return
-        if failed is not None:
-            yield error_event(json.loads(bytes(failed.body)))
-            return
         yield truth_comment(self.context.result)
-        response, content = await self.send_with_retry()
-        if (
-            isinstance(response, httpx2.Response)
-            and content is None
-            and not is_event_stream(response)
-        ):
-            response = await self._whole_answer(response)
-        self.overhead.finish()
-        if not isinstance(response, httpx2.Response):
-            # An error, or a whole JSON answer to a stream request: its body as the one event.
-            payload = json.loads(bytes(response.body))
-            yield error_event(payload) if response.status_code >= 400 else sse.data_event(payload)
+        try:
+            response, content = await self.send_with_retry()
+            whole = None
+            if content is None and not is_event_stream(response):
+                whole = await self._whole_answer(response)
+        except ProxyError as failed:
+            yield failed.event()
+            return
+        finally:
+            self.overhead.finish()
+        if whole is not None:  # a whole JSON answer to a stream request: its body as one event
+            payload = json.loads(bytes(whole.body))
+            yield error_event(payload) if whole.status_code >= 400 else sse.data_event(payload)
             return
         if content is not None:
             yield error_event(upstream_error_payload(response.status_code, content))

@@ -37,11 +37,11 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import orjson
-from starlette.responses import Response
 
 from ..core.located import Located
 from .body import MAX_JSON_DEPTH, deeper_than
 from .chat_request import ChatRequest
+from .errors import ProxyError
 from .managed_request import ManagedRequest, Sender, sender
 from .model_routes import ModelRoute
 from .remembered import Remembered, Settled
@@ -130,8 +130,11 @@ class FastPath:
         a remembered body and how many of its first bytes the caller has found equal to
         ``raw``'s (the lane compares them as they arrive); they are not compared again.
         """
-        found = sender(headers) if who is None else who
-        if isinstance(found, Response) or len(raw) < KEY_BYTES:
+        try:
+            found = sender(headers) if who is None else who
+        except ProxyError:  # parsed whole, it is refused
+            found = None
+        if found is None or len(raw) < KEY_BYTES:
             self._count("no_match")
             return None
         key = (found[0], found[1], raw[:KEY_BYTES])

@@ -2,9 +2,10 @@
 
 A front door is its ``Api`` (label, error shape, key header, paths), the routes it manages and
 how it reads a request arriving there (``parse``: the body, its headers and where it arrived, to
-a ``ManagedRequest`` or the 4xx saying what is wrong). What the request then is to the exchange
-(its codec, usage reader, summary wire) is the ``ManagedRequest``'s. Every front door is served
-by the one exchange (``chat.serve_managed``); the registry is ``front_doors.FRONT_DOORS``.
+a ``ManagedRequest``; a ``ProxyError``, a 4xx, says what is wrong with it). What the request then
+is to the exchange (its codec, usage reader, summary wire) is the ``ManagedRequest``'s. Every
+front door is served by the one endpoint (``endpoint.serve_managed``) and ``exchange.Exchange``;
+the registry is ``front_doors.FRONT_DOORS``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class Arrival:
 
 
 Parse = Callable[[bytes, Any, Arrival], ManagedRequest | Response]
-"""Reads a request body (with its headers and arrival): the request, or the 4xx answer."""
+"""Reads a request body (with its headers and arrival) as a request to manage, or answers it
+itself (a Responses compaction trigger); ``ProxyError`` (a 4xx) says what is wrong with it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 
-from starlette.responses import Response
-
-from .errors import error_response
+from .errors import ProxyError
 
 HOP_BY_HOP = frozenset(
     {
@@ -116,7 +114,7 @@ def decoded_response_headers(headers: Iterable[tuple[str, str]]) -> dict[str, st
 def credential(headers: Mapping[str, str]) -> str | None:
     """The client's credential: the token of ``Authorization: Bearer TOKEN``, else the value of
     ``api-key``, else of ``x-api-key``; None without one. An ``Authorization`` header of any
-    other form is no credential (``invalid_authorization`` refuses the request)."""
+    other form is no credential (``check_authorization`` refuses the request)."""
     for name in CREDENTIAL_HEADERS:
         value = headers.get(name)
         if not value:
@@ -136,17 +134,17 @@ def _bearer_token(value: str) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
-def invalid_authorization(headers: Mapping[str, str]) -> Response | None:
-    """The 401 for an ``Authorization`` header that is not ``Bearer TOKEN`` (a bare key,
-    ``Basic ...``, ``Bearer`` alone), else None; the value is never quoted back.
+def check_authorization(headers: Mapping[str, str]) -> None:
+    """``ProxyError`` (a 401) for an ``Authorization`` header that is not ``Bearer TOKEN`` (a
+    bare key, ``Basic ...``, ``Bearer`` alone); the value is never quoted back.
 
     Such a request is refused rather than served keyless: served, it would land in the
     namespace every keyless client shares, while its sender believes it has its own.
     """
     value = headers.get("authorization")
     if not value or _bearer_token(value) is not None:
-        return None
-    return error_response(
+        return
+    raise ProxyError(
         401,
         "The Authorization header must be 'Bearer YOUR_KEY'. This summarizer proxy takes a key "
         "only as Authorization: Bearer, api-key or x-api-key.",
@@ -162,16 +160,16 @@ def credential_namespace(secret: str | None) -> str:
     return "key-" + digest[:32]
 
 
-def invalid_session_header(headers: Mapping[str, str]) -> Response | None:
-    """The 400 for an ``X-Summarizer-Session`` that is not a valid session name, else None.
+def check_session_header(headers: Mapping[str, str]) -> None:
+    """``ProxyError`` (a 400) for an ``X-Summarizer-Session`` that is not a valid session name.
 
     A name is 1 to ``SESSION_NAME_MAX`` characters of ``A-Z a-z 0-9 . _ : @ / -``; an empty
     header counts as none. The value is never quoted back (it may be long, or hold anything).
     """
     value = headers.get(SESSION_HEADER)
     if not value or _SESSION_NAME.fullmatch(value):
-        return None
-    return error_response(
+        return
+    raise ProxyError(
         400,
         f"The X-Summarizer-Session header must be 1 to {SESSION_NAME_MAX} characters of "
         "letters, digits and . _ : @ / - (got "

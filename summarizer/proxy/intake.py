@@ -14,9 +14,8 @@ import logging
 from collections.abc import AsyncIterator
 
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
 
-from .errors import error_response
+from .errors import ProxyError
 
 logger = logging.getLogger("summarizer.proxy")
 
@@ -72,12 +71,12 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     return b"".join(chunks)
 
 
-def unread_body_response(
+def unread_body(
     request: Request, exc: BodyTooLarge | BodyTimeout | ClientGone, *, limit: int, timeout: float
-) -> Response:
-    """The answer for a body that could not be read (413, 408, or 499 for a client gone)."""
+) -> ProxyError:
+    """The error for a body that could not be read (413, 408, or 499 for a client gone)."""
     if isinstance(exc, BodyTooLarge):
-        return error_response(
+        return ProxyError(
             413, f"The request body is larger than {limit} bytes.", code="request_too_large"
         )
     if isinstance(exc, BodyTimeout):
@@ -88,7 +87,7 @@ def unread_body_response(
             timeout,
         )
         # The rest of the body may still arrive: the connection cannot carry another request.
-        return error_response(
+        return ProxyError(
             408,
             f"The request body did not arrive within {timeout:g} seconds (it was shorter than "
             "its Content-Length, or the client stalled).",
@@ -100,4 +99,9 @@ def unread_body_response(
         request.method,
         request.url.path,
     )
-    return Response(status_code=CLIENT_CLOSED_REQUEST)
+    # Written to no one; the status is for the logs and the metrics.
+    return ProxyError(
+        CLIENT_CLOSED_REQUEST,
+        "The client closed the connection before its request body was complete.",
+        code="client_closed_request",
+    )

@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from starlette.datastructures import Headers
-from starlette.responses import Response
 from uvicorn.protocols.http.httptools_impl import (
     HttpToolsProtocol,
     RequestResponseCycle,
@@ -53,6 +52,7 @@ from uvicorn.protocols.http.httptools_impl import (
 
 from .access import RequestGuard
 from .chat_request import ChatRequest
+from .errors import ProxyError
 from .fast_path import KEY_BYTES
 from .lane_request import LaneRequest
 from .managed_request import Sender, sender
@@ -214,10 +214,10 @@ class LaneProtocol(HttpToolsProtocol):
         if known is not None:
             return known
         headers = Headers(raw=self.headers)
-        if self.guard.refusal(headers, PATH.decode(), "POST") is not None:
-            return None
-        who = sender(headers)
-        if isinstance(who, Response):
+        try:
+            self.guard.check(headers, PATH.decode(), "POST")
+            who = sender(headers)
+        except ProxyError:
             return None
         if len(clients) >= MAX_CLIENTS:
             del clients[next(iter(clients))]

@@ -16,7 +16,7 @@ from .activity import note_request
 from .answers import broken_off, is_context_length
 from .chat_context import Locating
 from .chat_request import ChatRequest
-from .errors import error_response
+from .errors import ProxyError
 from .exchange import Exchange as ChatExchange
 from .headers import decoded_response_headers
 from .wire import WireConnection
@@ -47,12 +47,12 @@ class LaneAnswer:
             self.lane.drop_upstream()
             if not self.lane.cycle.response_complete and not self.lane.written:
                 self.lane.written = True
-                failure = error_response(
+                failure = ProxyError(
                     500,
                     "The summarizer proxy failed to handle this request.",
                     type="server_error",
                     code="internal_error",
-                )
+                ).response()
                 self.lane.protocol.transport.write(
                     self._status_and_headers(500, failure.raw_headers, chunked=False)
                     + bytes(failure.body)
@@ -67,9 +67,13 @@ class LaneAnswer:
         if early:
             locating = context.begin_locating()
         else:
-            invalid = await context.locate()
+            try:
+                await context.locate()
+                refused = False
+            except ProxyError:  # the full path answers it
+                refused = True
             if (
-                invalid is not None
+                refused
                 or context.due
                 or context.result is None
                 or context.route != self.lane.route
@@ -92,7 +96,7 @@ class LaneAnswer:
         except httpx2.TransportError as exc:
             self.lane.let_go(keep=False)
             await self._located(locating, exchange)
-            self._finish(exchange, self.lane.state.upstream.failure(exc, context.route))
+            self._finish(exchange, self.lane.state.upstream.failure(exc, context.route).response())
             return
         finally:
             exchange.overhead.resume()
@@ -107,13 +111,17 @@ class LaneAnswer:
             exchange.overhead.pause()
             content = await wire.read()
         except httpx2.TransportError as exc:
-            self._finish(exchange, broken_off(self.lane.state, exc, context.route))
+            self._finish(exchange, broken_off(self.lane.state, exc, context.route).response())
             return
         finally:
             exchange.overhead.resume()
             self.lane.let_go(keep=True)
         if 200 <= status < 300:
-            response, usage = exchange.answered(status, upstream, content)
+            try:
+                response, usage = exchange.answered(status, upstream, content)
+            except ProxyError as failed:  # not a chat completion: a 502
+                self._finish(exchange, failed.response())
+                return
             if exchange.context.observing_waits:  # then before the answer, as the full path
                 await exchange.context.observe(usage)
                 self._finish(exchange, response)
@@ -141,8 +149,12 @@ class LaneAnswer:
         if locating is None:
             return
         context = exchange.context
-        invalid = await context.locate(locating)
-        if invalid is not None or context.due:
+        try:
+            await context.locate(locating)
+            refused = False
+        except ProxyError:
+            refused = True
+        if refused or context.due:
             # The bound said it fits and the count says otherwise: the next request compacts.
             self.lane.state.metrics.lane.labels("sent_over_bound").inc()
             located = context.located

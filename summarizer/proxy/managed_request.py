@@ -8,15 +8,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from starlette.responses import Response
-
 from ..core.effects import Turn
 from ..core.results import PrepareResult, SummarizeCall
 from . import sse
 from .apis import Api
 from .body import NestingTooDeep, parse_body_noting
-from .errors import error_response
-from .headers import SESSION_HEADER, credential, credential_namespace, invalid_session_header
+from .errors import ProxyError
+from .headers import SESSION_HEADER, check_session_header, credential, credential_namespace
 
 if TYPE_CHECKING:
     from .model_routes import ModelRoute
@@ -101,28 +99,25 @@ class ParsedRequest:
         return None
 
 
-def json_object_body(raw: bytes) -> dict[str, Any] | Response:
-    """A request body parsed as a JSON object, or the 400 (in the client's API's shape) saying
-    why it is not one."""
+def json_object_body(raw: bytes) -> dict[str, Any]:
+    """A request body parsed as a JSON object; ``ProxyError`` (a 400) saying why it is not one."""
     return json_object_body_noting(raw)[0]
 
 
-def json_object_body_noting(raw: bytes) -> tuple[dict[str, Any] | Response, bool]:
+def json_object_body_noting(raw: bytes) -> tuple[dict[str, Any], bool]:
     """``json_object_body(raw)``, and whether orjson read the body (see ``parse_body_noting``)."""
     try:
         body, by_orjson = parse_body_noting(raw)
     except NestingTooDeep as exc:
-        return error_response(400, str(exc), code="nested_too_deeply"), False
+        raise ProxyError(400, str(exc), code="nested_too_deeply") from None
     except ValueError:
-        return error_response(
+        raise ProxyError(
             400,
             "We could not parse the JSON body of your request. The body must be valid JSON.",
             code="invalid_json",
-        ), False
+        ) from None
     if not isinstance(body, dict):
-        return error_response(
-            400, "The request body must be a JSON object.", code="invalid_type"
-        ), False
+        raise ProxyError(400, "The request body must be a JSON object.", code="invalid_type")
     return body, by_orjson
 
 
@@ -130,11 +125,10 @@ Sender = tuple[str, str | None]
 """Who sent a request: its credential's namespace and the ``X-Summarizer-Session`` it names."""
 
 
-def sender(headers: Any) -> Sender | Response:
-    """Who sent a request: its credential's namespace and the session it names; or the 400 for
-    an invalid ``X-Summarizer-Session``."""
-    if (bad_session := invalid_session_header(headers)) is not None:
-        return bad_session
+def sender(headers: Any) -> Sender:
+    """Who sent a request: its credential's namespace and the session it names; ``ProxyError``
+    (a 400) for an invalid ``X-Summarizer-Session``."""
+    check_session_header(headers)
     return credential_namespace(credential(headers)), headers.get(SESSION_HEADER) or None
 
 

@@ -11,8 +11,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from starlette.responses import Response
-
 from ..core.codecs import Decoded
 from ..core.codecs.anthropic import AnthropicCodec
 from ..core.codecs.anthropic_cache import count_breakpoints, place_breakpoints
@@ -22,7 +20,7 @@ from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from . import sse
 from .apis import MESSAGES, Api
 from .body import replaced_body
-from .errors import error_response
+from .errors import ProxyError
 from .front_door import Arrival, FrontDoor
 from .managed_request import ParsedRequest, json_object_body, sender
 from .messages_summary import messages_summary_body, messages_summary_outcome
@@ -128,27 +126,23 @@ def prompt_usage(usage: Any) -> dict[str, Any] | None:
 
 def parse_messages_request(
     raw: bytes, headers: Any, *, manage_breakpoints: bool = True
-) -> MessagesRequest | Response:
+) -> MessagesRequest:
     """The request, or the 400 (in Anthropic's error shape) saying what is wrong with it."""
     body = json_object_body(raw)
-    if isinstance(body, Response):
-        return body
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        return error_response(400, "model: Field required")
+        raise ProxyError(400, "model: Field required")
     max_tokens = body.get("max_tokens")
     if type(max_tokens) is not int or max_tokens < 1:
-        return error_response(400, "max_tokens: Field required, an integer of at least 1")
+        raise ProxyError(400, "max_tokens: Field required, an integer of at least 1")
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
-        return error_response(400, "tools: Input should be a valid list")
+        raise ProxyError(400, "tools: Input should be a valid list")
     try:
         decoded = CODEC.decode(body)
     except InvalidConversation as exc:
-        return error_response(400, str(exc), param=exc.param)
+        raise ProxyError(400, str(exc), param=exc.param) from None
     who = sender(headers)
-    if isinstance(who, Response):
-        return who
     return MessagesRequest(
         raw,
         body,
@@ -162,7 +156,7 @@ def parse_messages_request(
     )
 
 
-def _parse(raw: bytes, headers: Any, arrival: Arrival) -> MessagesRequest | Response:
+def _parse(raw: bytes, headers: Any, arrival: Arrival) -> MessagesRequest:
     managed = arrival.settings.cache_breakpoints == "managed"
     return parse_messages_request(raw, headers, manage_breakpoints=managed)
 

@@ -13,7 +13,7 @@ from starlette.responses import Response, StreamingResponse
 
 from .apis import api_for_path, is_gemini_path
 from .body import parse_body
-from .errors import error_event, error_payload, error_response, unknown_path
+from .errors import ProxyError, error_event, error_payload, unknown_path
 from .exchange import OFFLOAD_BYTES
 from .headers import response_headers
 from .intake import (
@@ -22,7 +22,7 @@ from .intake import (
     ClientGone,
     body_pieces,
     read_body,
-    unread_body_response,
+    unread_body,
 )
 from .model_routes import ModelRoute
 from .paths import UnsafePath, upstream_path
@@ -41,17 +41,17 @@ async def passthrough(request: Request) -> Response:
     body is then read before it is sent.
     """
     if is_gemini_path(request.url.path):  # an OpenAI or Anthropic upstream serves none
-        return unknown_path(request.url.path)
+        raise unknown_path(request.url.path)
     state: ProxyState = request.app.state.proxy
     settings = state.settings
     try:
         path = upstream_path(request.scope.get("raw_path") or request.scope["path"].encode())
     except UnsafePath as exc:
-        return error_response(
+        raise ProxyError(
             400,
             f"This path is not forwarded upstream: {exc}. A path must stay under /v1/.",
             code="invalid_path",
-        )
+        ) from None
     has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
     # A body is streamed through as it arrives; a request without one is sent without one
     # (not as an empty chunked body, which some servers refuse on GET).
@@ -73,11 +73,11 @@ async def passthrough(request: Request) -> Response:
         )
         response = await state.upstream.http.send(upstream_request, stream=True)
     except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
-        return unread_body_response(
+        raise unread_body(
             request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
-        )
+        ) from None
     except httpx2.TransportError as exc:
-        return state.upstream.failure(exc, route)
+        raise state.upstream.failure(exc, route) from exc
     if response.status_code >= 400:
         state.metrics.upstream_errors.labels(str(response.status_code)).inc()
     headers = dict(response_headers(response.headers.items()))

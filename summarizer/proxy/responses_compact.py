@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 
 from .chat_context import ChatContext, Overhead
 from .headers import decoded_response_headers
-from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body_response
+from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body
 from .responses_request import CODEC, ResponsesRequest, parse_responses_request
 from .state import ProxyState
 
@@ -45,27 +45,21 @@ class CompactedInput:
     """The exchange's ``x-summarizer-*`` headers."""
 
 
-async def compact_now(state: ProxyState, parsed: ResponsesRequest) -> CompactedInput | Response:
-    """Compact ``parsed``'s input now, as a crossing of the trigger at its present size would,
-    or the error answer (an invalid conversation, a failed summary call...). ``parsed`` must be
-    managed (``decoded`` set)."""
+async def compact_now(state: ProxyState, parsed: ResponsesRequest) -> CompactedInput:
+    """Compact ``parsed``'s input now, as a crossing of the trigger at its present size would;
+    ``ProxyError`` when it cannot (an invalid conversation, a failed summary call...).
+    ``parsed`` must be managed (``decoded`` set)."""
     context = ChatContext(state, parsed, Overhead(state, stream=False))
-    invalid = await context.locate()
-    if invalid is not None:
-        return invalid
+    await context.locate()
     if context.warning is None and context.located is not None:
         # Compact as if the trigger were crossed at the input's present size: down to the
         # target in the same proportion, with a summary allowance like any compaction's. (A
         # trigger of 1 aimed at nothing, squeezing every summary to its floor, where a model's
         # summary was cut off at its cap and asked for again.)
         parsed.compact_threshold = max(1, context.located.calibrated_tokens - 1)
-        invalid = await context.locate()
-        if invalid is not None:
-            return invalid
+        await context.locate()
     if context.warning is None:
-        failed = await context.compact(force="manual")
-        if failed is not None:
-            return failed
+        await context.compact(force="manual")
     result = context.result
     items: Any = parsed.body["input"]
     if result is not None and result.rewritten and parsed.decoded is not None:
@@ -89,17 +83,13 @@ async def responses_compact(request: Request) -> Response:
     try:
         raw = await read_body(request, settings.max_body_bytes, settings.body_read_timeout)
     except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
-        return unread_body_response(
+        raise unread_body(
             request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
-        )
+        ) from None
     parsed = parse_responses_request(raw, request.headers, key=state.compaction_key)
-    if isinstance(parsed, Response):
-        return parsed
     if parsed.decoded is None:
         return await _forward(state, parsed)
     done = await compact_now(state, parsed)
-    if isinstance(done, Response):
-        return done
     body = {
         "id": f"resp_cmp_{done.checkpoint or secrets.token_hex(8)}",
         "object": "response.compaction",
@@ -128,7 +118,7 @@ async def _forward(state: ProxyState, parsed: ResponsesRequest) -> Response:
             ),
         )
     except httpx2.TransportError as exc:
-        return state.upstream.failure(exc, route)
+        raise state.upstream.failure(exc, route) from exc
     headers = decoded_response_headers(response.headers.items())
     headers["x-summarizer-warning"] = (
         "the conversation lives at the provider (previous_response_id): compacted upstream"

@@ -14,8 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from starlette.responses import Response
-
 from ..core.codecs.responses import ResponsesCodec, ResponsesDecoded, history_at_provider
 from ..core.codecs.responses_chat import chat_request, dumps, response_from_completion
 from ..core.codecs.responses_chat_stream import ChatStreamTranslator
@@ -30,7 +28,7 @@ from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from . import sse
 from .apis import RESPONSES, Api
 from .body import json_object, replaced_body
-from .errors import error_response
+from .errors import ProxyError
 from .managed_request import ParsedRequest, json_object_body, sender
 from .messages_summary import summary_cap, tokens
 from .responses_events import CompactionAnnouncer
@@ -221,24 +219,20 @@ def responses_summary_outcome(content: bytes, latency: float) -> SummaryOutcome:
 
 def parse_responses_request(
     raw: bytes, headers: Any, *, key: bytes, chat_upstream: bool = False
-) -> ResponsesRequest | Response:
-    """The request, or the 400 saying what is wrong with it (OpenAI's error shape).
+) -> ResponsesRequest:
+    """The request; ``ProxyError`` (a 400) says what is wrong with it.
     ``key``: the server's secret compaction items are signed and verified with;
     ``chat_upstream``: the upstream speaks chat completions only (a translated request)."""
     body = json_object_body(raw)
-    if isinstance(body, Response):
-        return body
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        return error_response(
+        raise ProxyError(
             400,
             "Missing required parameter: 'model'.",
             param="model",
             code="missing_required_parameter",
         )
     who = sender(headers)
-    if isinstance(who, Response):
-        return who
     decoded: ResponsesDecoded | None = None
     unmanaged: str | None = None
     threshold = compaction_threshold(body.get("context_management"))
@@ -246,7 +240,7 @@ def parse_responses_request(
         try:
             expanded = expand(body["input"], key=key, namespace=who[0])
         except BadCompactionItem as exc:
-            return error_response(400, str(exc), param=exc.param, code=exc.code)
+            raise ProxyError(400, str(exc), param=exc.param, code=exc.code) from None
         if expanded is not None:  # what the upstream reads; the client's bytes cannot go
             raw = replaced_body(raw, body, {"input": expanded.items})
             body = {**body, "input": expanded.items}
@@ -261,9 +255,9 @@ def parse_responses_request(
         try:
             decoded = CODEC.decode(body)
         except InvalidConversation as exc:
-            return error_response(400, str(exc), param=exc.param, code="invalid_value")
+            raise ProxyError(400, str(exc), param=exc.param, code="invalid_value") from None
     if chat_upstream and decoded is None:
-        return error_response(
+        raise ProxyError(
             400,
             f"This proxy serves the Responses API from a chat-completions upstream, which keeps "
             f"no conversation: '{unmanaged}' cannot be used; send the whole input.",

@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 from ..core.codecs.responses_chat import dumps, response_object
 from .apis import RESPONSES
 from .body import replaced_body
+from .errors import ProxyError
 from .front_door import Arrival, FrontDoor
 from .responses_compact import compact_now
 from .responses_request import ResponsesRequest, parse_responses_request
@@ -50,18 +51,16 @@ def ends_with_trigger(body: Any) -> bool:
 
 def parse_responses(
     raw: bytes, headers: Any, *, key: bytes, chat_upstream: bool = False
-) -> ResponsesRequest | Response:
+) -> ResponsesRequest | TriggeredCompaction:
     """``parse_responses_request``, except that a managed request ending with a compaction
     trigger becomes ``TriggeredCompaction``, the proxy's own answer."""
     parsed = parse_responses_request(raw, headers, key=key, chat_upstream=chat_upstream)
-    if isinstance(parsed, Response) or parsed.decoded is None or not ends_with_trigger(parsed.body):
+    if parsed.decoded is None or not ends_with_trigger(parsed.body):
         return parsed
     conversation = parsed.body["input"][:-1]
     rest = replaced_body(parsed.raw, parsed.body, {"input": conversation})
     # The input is expanded already: it holds no compaction item of ours to read again.
     request = parse_responses_request(rest, headers, key=key, chat_upstream=chat_upstream)
-    if isinstance(request, Response):
-        return request
     return TriggeredCompaction(request)
 
 
@@ -77,15 +76,17 @@ class TriggeredCompaction(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Compact, then send the answer."""
         state: ProxyState = Request(scope, receive).app.state.proxy
-        answer = await triggered_answer(state, self.request)
+        try:
+            answer = await triggered_answer(state, self.request)
+        except ProxyError as failed:
+            answer = failed.response()
         await answer(scope, receive, send)
 
 
 async def triggered_answer(state: ProxyState, parsed: ResponsesRequest) -> Response:
-    """The Response to a compaction trigger on ``parsed``'s conversation (trigger removed)."""
+    """The Response to a compaction trigger on ``parsed``'s conversation (trigger removed);
+    ``ProxyError`` when it cannot be compacted."""
     done = await compact_now(state, parsed)
-    if isinstance(done, Response):
-        return done
     item = done.item or parsed.sealed("", done.items, done.checkpoint)
     response_id = f"resp_cmp_{done.checkpoint or secrets.token_hex(8)}"
     usage = {"prompt_tokens": done.tokens, "completion_tokens": 0}
@@ -109,7 +110,7 @@ async def triggered_answer(state: ProxyState, parsed: ResponsesRequest) -> Respo
     return Response(stream, media_type="text/event-stream", headers=headers)
 
 
-def _parse(raw: bytes, headers: Any, arrival: Arrival) -> ResponsesRequest | Response:
+def _parse(raw: bytes, headers: Any, arrival: Arrival) -> ResponsesRequest | TriggeredCompaction:
     chat = arrival.settings.responses_upstream == "chat"
     return parse_responses(raw, headers, key=arrival.compaction_key, chat_upstream=chat)
 

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .errors import error_response, method_not_allowed, unknown_path
+from .errors import ProxyError, method_not_allowed, unknown_path
 
 __all__ = ["API_ROOTS", "StrictRoute", "UnknownPath", "UnprefixedPaths", "http_error"]
 
@@ -63,8 +63,8 @@ class StrictRoute(Route):
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve the request, or answer 405 for a method the route does not take."""
         if self.methods and scope["method"] not in self.methods:
-            response = method_not_allowed(scope["method"], scope["path"], self.methods)
-            await response(scope, receive, send)
+            refusal = method_not_allowed(scope["method"], scope["path"], self.methods)
+            await refusal.response()(scope, receive, send)
             return
         await super().handle(scope, receive, send)
 
@@ -75,7 +75,7 @@ class UnknownPath:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer the 404."""
-        await unknown_path(scope["path"])(scope, receive, send)
+        await unknown_path(scope["path"]).response()(scope, receive, send)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -85,8 +85,14 @@ async def http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         allowed = (exc.headers or {}).get("Allow", "")
         methods = [method.strip() for method in allowed.split(",") if method.strip()]
-        return method_not_allowed(request.method, request.url.path, methods)
-    return error_response(exc.status_code, exc.detail, headers=dict(exc.headers or {}))
+        return method_not_allowed(request.method, request.url.path, methods).response()
+    return ProxyError(exc.status_code, exc.detail, headers=dict(exc.headers or {})).response()
+
+
+async def proxy_error(request: Request, exc: Exception) -> Response:
+    """A ``ProxyError`` raised while serving a request, as the JSON error of its API."""
+    assert isinstance(exc, ProxyError)
+    return exc.response()
 
 
 class UnprefixedPaths:

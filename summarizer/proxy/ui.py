@@ -29,7 +29,7 @@ from ..core.session_view import row_json, view_json
 from ..stores import ActivityLog, Store
 from ..stores.session_views import load_session_view
 from .access import UI_PAGE, reader_namespace
-from .errors import error_response
+from .errors import ProxyError
 from .state import ProxyState
 
 PAGE_FILE = "ui.html"
@@ -105,8 +105,6 @@ async def ui_sessions(request: Request) -> Response:
     """``GET /ui/api/sessions``: the caller's sessions, newest activity first."""
     state: ProxyState = request.app.state.proxy
     namespace = reader_namespace(request, state.settings)
-    if isinstance(namespace, Response):
-        return namespace
     log = _activity(state.store)
     rows = await asyncio.to_thread(log.list_sessions, namespace) if log is not None else []
     return JSONResponse(
@@ -120,12 +118,10 @@ async def ui_session(request: Request) -> Response:
     compaction's summaries with what they replaced (when recorded)."""
     state: ProxyState = request.app.state.proxy
     namespace = reader_namespace(request, state.settings)
-    if isinstance(namespace, Response):
-        return namespace
     session = request.path_params["session"]
     view = await asyncio.to_thread(load_session_view, state.store, namespace, session)
     if view is None:
-        return error_response(
+        raise ProxyError(
             404,
             f"No session {session!r} for this credential.",
             code="session_not_found",

@@ -18,11 +18,10 @@ from typing import Any
 
 import httpx2
 import openai
-from starlette.responses import Response
 
 from ..core.results import SummarizeCall, SummaryOutcome
 from ..library.upstream import AsyncOpenAISummaryClient
-from .errors import error_response
+from .errors import ProxyError
 from .headers import request_headers
 from .metrics import UpstreamErrors
 from .model_routes import ModelRoute, RouteTable
@@ -117,19 +116,19 @@ class Upstream:
             key_header=key_header,
         )
 
-    def failure(self, exc: httpx2.TransportError, route: ModelRoute | None = None) -> Response:
+    def failure(self, exc: httpx2.TransportError, route: ModelRoute | None = None) -> ProxyError:
         """The 504 (timeout) or 502 (anything else) for an upstream that gave no answer."""
         host = (route or self.routes.default).host
         if isinstance(exc, httpx2.TimeoutException):
             self.errors.labels("timeout").inc()
-            return error_response(
+            return ProxyError(
                 504,
                 f"The upstream {host} did not answer in time.",
                 type="upstream_error",
                 code="upstream_timeout",
             )
         self.errors.labels("unreachable").inc()
-        return error_response(
+        return ProxyError(
             502,
             f"Could not reach the upstream {host}: {type(exc).__name__}.",
             type="upstream_error",
