@@ -2,7 +2,7 @@
 the ``--config`` file.
 
 Each setting is declared once, as a field (type, default, bounds, help) marked ``Setting``
-(``core.setting``), here or in ``CompactionConfig``; ``SETTINGS`` lists them
+(``core.setting``), here or in ``CompactionConfig``; ``declared()`` lists them
 (``settings_schema``), and the flags, variables, config-file keys and help all come from it.
 
 Precedence: a command-line flag, then ``SUMMARIZER_<FIELD>``, then the config file
@@ -35,18 +35,8 @@ from .config_file import (
 )
 from .cross_site import normalize_origin
 from .prepare_default import with_prepare_default
-from .settings_schema import ENV_PREFIX, DeclaredSetting, declared_settings, environment_values
-
-__all__ = [
-    "COMPACTION_SETTINGS",
-    "DEFAULT_UPSTREAM",
-    "ENV_PREFIX",
-    "Settings",
-    "declared",
-    "default_db_path",
-    "hash_key",
-    "key_digest",
-]
+from .settings_schema import ENV_PREFIX as ENV_PREFIX  # where it was
+from .settings_schema import DeclaredSetting, declared_settings, environment_values
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 
@@ -203,7 +193,7 @@ class Settings(ConfigurationModel):
         default="responses",
         description="What serves /v1/responses: responses (the upstream has the Responses API) "
         "or chat (a chat-completions-only upstream such as vLLM, llama.cpp or Ollama: each "
-        "request is translated; the README says what is lost).",
+        "request is translated; the README's 'OpenAI Responses API' says what is lost).",
     )
     fast_path: Annotated[bool, Setting(group=SERVER)] = Field(
         default=True,
@@ -234,9 +224,9 @@ class Settings(ConfigurationModel):
         Setting(group=UPSTREAM, command_line=False, environment=False),
     ] = Field(
         default=(),
-        description="Models served their own way, one [[models]] table each (the config file's "
-        "only): name, upstream, api_key_env and the compaction settings marked per model. A "
-        "model none of them names gets the settings above.",
+        description="Models served their own way, one [[models]] table each (in the config file "
+        "only): name, upstream, api_key_env and the settings marked per model. A model none of "
+        "them names gets the top-level settings.",
     )
 
     def __init__(self, /, **values: Any) -> None:
