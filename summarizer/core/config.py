@@ -167,7 +167,8 @@ class CompactionConfig(ConfigurationModel):
     ] = Field(
         default=None,
         ge=0,
-        description="The newest messages are kept verbatim, up to this many tokens.",
+        description="The newest turns (each with its tool results) are kept verbatim, up to "
+        "this many tokens.",
     )
     """Its default: as many as fit under the target beside the kept parts and the summary."""
     max_summary_tokens: Annotated[int, Setting(per_model=True, metavar="TOKENS")] = Field(

@@ -27,7 +27,8 @@ class Setting:
     """How a field is offered as a setting (the parts that its name and type do not say)."""
 
     group: str = ""
-    """The heading it is listed under in ``--help`` and the README (empty: its model's)."""
+    """The heading it is listed under in ``--help`` and the README. On a field whose model's
+    settings are given flat (``Settings.compaction``), the heading of those."""
     default_text: str = ""
     """The default in words, where the value alone does not say it (``{default}`` stands for the
     value): ``"each model's known window"`` for a None that means that."""
@@ -38,7 +39,7 @@ class Setting:
     """The flag, when it is not ``--`` and the name with dashes (``--client-key``, each use one
     key, for ``client_keys``)."""
     command_line: bool = True
-    """Whether it has a flag (a secret has none: command lines are visible to other users)."""
+    """Whether it has a flag (a key never has one: command lines are visible to other users)."""
     environment: bool = True
     """Whether ``SUMMARIZER_<NAME>`` sets it."""
     top_level: bool = True

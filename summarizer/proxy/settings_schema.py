@@ -46,8 +46,8 @@ class DeclaredSetting:
 
     @property
     def flag(self) -> str | None:
-        """The ``serve`` flag (None: none)."""
-        if not (self.mark.command_line and self.mark.top_level):
+        """The ``serve`` flag (None: none; never for a key)."""
+        if self.secret or not (self.mark.command_line and self.mark.top_level):
             return None
         return self.mark.flag or "--" + self.name.replace("_", "-")
 
