@@ -14,7 +14,7 @@ missing variable, a duplicate model) raises ``ConfigurationError`` naming the fi
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -24,7 +24,7 @@ from ..core.config import CompactionConfig, ConfigurationModel
 from ..core.errors import ConfigurationError
 from ..core.setting import Setting, setting_of
 from .prepare_default import OFF, entry_prepare_ratio, is_off
-from .settings_schema import marked_fields, without_none
+from .settings_schema import DeclaredSetting, marked_fields, without_none
 
 CONFIG_ENV = "SUMMARIZER_CONFIG"
 """The environment variable naming the config file when ``--config`` is not given."""
@@ -145,14 +145,17 @@ def secret_fields(model: type[ConfigurationModel]) -> tuple[str, ...]:
 
 
 def read_config_file(
-    path: str | Path, environ: Mapping[str, str], *, keys: Collection[str], secrets: Collection[str]
+    path: str | Path,
+    environ: Mapping[str, str],
+    *,
+    settings: Iterable[DeclaredSetting] | None = None,
 ) -> dict[str, Any]:
     """The ``Settings`` values of the TOML file at ``path``, with every ``*_env`` key resolved
     from ``environ`` into the key it names (as ``SecretStr``).
 
-    ``keys`` are the top-level keys the file may hold (the settings' ``file_key``: ``models``
-    among them), ``secrets`` those settings that are keys (written ``<name>_env``); an entry of
-    ``[[models]]`` holds ``ModelEntry``'s fields.
+    The top-level keys the file may hold are the ``file_key`` of ``settings`` (None: the
+    proxy's, ``proxy.settings.declared()``), ``models`` among them; a key among them is written
+    ``<name>_env``. An entry of ``[[models]]`` holds ``ModelEntry``'s fields.
 
     Raises ``ConfigurationError`` naming the file (and the field) for an unreadable file,
     invalid TOML, an unknown top-level key, a literal key or a missing variable. Values are
@@ -168,8 +171,13 @@ def read_config_file(
         ) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigurationError(f"{path} is not valid TOML: {exc}") from None
-    values = _resolved(data, "", path, environ, secrets)
-    unknown = [key for key in data if key not in keys]
+    if settings is None:
+        from .settings import declared  # which imports this module
+
+        settings = declared()
+    settings = tuple(settings)
+    values = _resolved(data, "", path, environ, [s.name for s in settings if s.secret])
+    unknown = [key for key in data if key not in {s.file_key for s in settings}]
     if unknown:
         raise _problem(path, unknown[0], "not a known setting")
     models = data.get("models")

@@ -336,14 +336,7 @@ class Settings(ConfigurationModel):
         if path is None and environ.get(CONFIG_ENV):
             path = Path(environ[CONFIG_ENV])
         settings = declared()
-        from_file: dict[str, Any] = {}
-        if path is not None:
-            from_file = read_config_file(
-                path,
-                environ,
-                keys={s.file_key for s in settings if s.file_key},
-                secrets={s.name for s in settings if s.secret},
-            )
+        from_file = {} if path is None else read_config_file(path, environ, settings=settings)
         values.update(from_file)
         above_file: dict[str, Any] = environment_values(settings, environ)
         above_file.update({k: v for k, v in overrides.items() if v is not None})
