@@ -96,6 +96,33 @@ def test_serve_rejects_bad_settings_with_a_clear_error() -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_serve_exits_3_when_its_port_is_taken_as_its_help_says() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [
+                *(sys.executable, "-m", "summarizer.cli", "serve", "--port", str(port)),
+                *("--db", ":memory:", "--log-level", "warning"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 3, result.stderr
+    assert "address already in use" in result.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "summarizer.cli", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "3 when the server cannot start (the port is taken)" in " ".join(shown.stdout.split())
+
+
 def _serve_and_count_drafts(tmp_path: Path, *flags: str) -> dict[str, float]:
     """Run ``summarizer serve`` with ``flags``, send one conversation over 0.6 of the window
     (under the trigger), and read its drafts-ahead counters."""

@@ -225,10 +225,11 @@ def count(
 def _register_subcommands() -> None:
     from ..evaluation.command import eval_command
     from .convert import convert_app
-    from .serve import serve_command
+    from .options import SettingsCommand
+    from .serve import EPILOG, serve_command
     from .sessions import export_command, sessions_command, show_command
 
-    app.command("serve")(serve_command)
+    app.command("serve", cls=SettingsCommand, epilog=EPILOG)(serve_command)
     app.command("eval")(eval_command)
     app.add_typer(convert_app, name="convert")
     app.command("sessions")(sessions_command)

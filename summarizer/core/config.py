@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
@@ -17,6 +17,7 @@ from .errors import ConfigurationError, ReplyReserveTooLarge
 from .messages import tool_names
 from .model_limits import ModelLimits, lookup_limits
 from .results import Policy
+from .setting import Setting
 
 
 class ConfigurationModel(BaseModel):
@@ -116,41 +117,85 @@ class CompactionConfig(ConfigurationModel):
     """When to compact and what to keep. Keyword names are part of the public contract.
 
     Ratios are fractions of the *usable* window: ``context_window - reserve_output_tokens``.
-    Invalid values raise ``ConfigurationError``.
+    Invalid values raise ``ConfigurationError``. The fields marked ``Setting`` are settings of
+    the proxy too (flags, ``SUMMARIZER_*`` variables, config-file keys, each also per model).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     _described_as = "compaction configuration"
 
-    context_window: int | None = Field(default=None, gt=0)
-    """Tokens the model accepts; default from the model registry."""
-    trigger_ratio: float = Field(default=0.8, gt=0, le=1)
-    """Compact when the request would exceed this share of the usable window."""
-    target_ratio: float = Field(default=0.4, gt=0, le=1)
-    """A compaction must bring the request under this share of the usable window."""
-    prepare_ratio: float | None = Field(default=None, gt=0, lt=1)
-    """Ahead-of-time compaction: above this share of the usable window (and below the
-    trigger), the summaries are written in the background while the request goes out as it
-    is; the request that crosses the trigger adopts them instead of waiting for the model.
-    None (the library's default): compactions happen when the trigger is crossed, as that
+    context_window: Annotated[
+        int | None,
+        Setting(per_model=True, metavar="TOKENS", default_text="each model's known window"),
+    ] = Field(default=None, gt=0, description="Tokens the model accepts (its window).")
+    trigger_ratio: Annotated[float, Setting(per_model=True)] = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="Compact when a request would exceed this share of the usable window (the "
+        "window less the room kept for the reply).",
+    )
+    target_ratio: Annotated[float, Setting(per_model=True)] = Field(
+        default=0.4,
+        gt=0,
+        le=1,
+        description="A compaction brings the request under this share of the usable window.",
+    )
+    prepare_ratio: Annotated[
+        float | None,
+        Setting(
+            per_model=True,
+            off=True,
+            default_text="{default}, midway between the target and the trigger; off under the "
+            "masking and ledger-only policies",
+        ),
+    ] = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="Ahead-of-time compaction: above this share of the usable window (between "
+        "the target and the trigger) the summary is written in the background while requests "
+        "go out as they are, and the request that crosses the trigger uses it instead of "
+        "waiting for the model.",
+    )
+    """None (the library's default): compactions happen when the trigger is crossed, as that
     request waits. The proxy's default is midway between the target and the trigger
     (``proxy.prepare_default``). Must lie between ``target_ratio`` and ``trigger_ratio``."""
-    keep_recent_tokens: int | None = Field(default=None, ge=0)
-    """Newest units kept verbatim, up to this many tokens; default: as many as fit under the
-    target beside the kept parts and the summary."""
-    max_summary_tokens: int = Field(default=2_000, gt=0)
-    """Completion cap of the summary request."""
-    summary_cap_field: SummaryCapField = "auto"
-    """The field that carries that cap. ``auto``: the one the agent's request uses, else
-    ``max_completion_tokens`` (OpenAI's). A server that ignores ``max_completion_tokens``
-    (llama-cpp-python's, for one) needs ``max_tokens``, or its summaries run on unbounded."""
-    reserve_output_tokens: int | None = Field(default=None, ge=0)
-    """Room kept for the reply; default: the request's max_completion_tokens/max_tokens, else
-    the model's output limit capped at a quarter of the window."""
+    keep_recent_tokens: Annotated[
+        int | None,
+        Setting(per_model=True, metavar="TOKENS", default_text="as many as fit under the target"),
+    ] = Field(
+        default=None,
+        ge=0,
+        description="The newest turns (each with its tool results) are kept verbatim, up to "
+        "this many tokens.",
+    )
+    """Its default: as many as fit under the target beside the kept parts and the summary."""
+    max_summary_tokens: Annotated[int, Setting(per_model=True, metavar="TOKENS")] = Field(
+        default=2_000, gt=0, description="Completion cap of the summary request."
+    )
+    summary_cap_field: Annotated[SummaryCapField, Setting(per_model=True)] = Field(
+        default="auto",
+        description="The field of the summary request that carries its cap: auto (the one the "
+        "agent's request uses, else max_completion_tokens), max_tokens (a server that ignores "
+        "max_completion_tokens, such as llama-cpp-python's, needs it, or its summaries run on "
+        "unbounded) or max_completion_tokens.",
+    )
+    reserve_output_tokens: Annotated[
+        int | None,
+        Setting(
+            per_model=True,
+            top_level=False,
+            metavar="TOKENS",
+            default_text="the request's max_completion_tokens or max_tokens, else the model's "
+            "output limit capped at a quarter of the window",
+        ),
+    ] = Field(default=None, ge=0, description="Room kept for the reply, in tokens.")
     pin: tuple[PinRule, ...] = ()
     """Rules that keep messages verbatim."""
-    summary_model: str | None = None
-    """Model that writes summaries; default the request's own model."""
+    summary_model: Annotated[
+        str | None, Setting(per_model=True, metavar="MODEL", default_text="the request's model")
+    ] = Field(default=None, description="Model that writes the summaries.")
     ledger_max_tokens: int = Field(default=600, ge=0)
     """Bound on the fact ledger appended to each summary (and of the ledger that stands alone
     for a run under the ``masking`` and ``ledger-only`` policies)."""
@@ -166,8 +211,14 @@ class CompactionConfig(ConfigurationModel):
     """Which version of the prompts in ``prompts/`` to use."""
     on_failure: Literal["fallback", "raise"] = "fallback"
     """When summarization fails: compact deterministically (``fallback``) or raise."""
-    policy: Policy = "self-summary"
-    """How a compaction makes room.
+    policy: Annotated[Policy, Setting(per_model=True)] = Field(
+        default="self-summary",
+        description="How a compaction makes room: self-summary (the model summarizes the old "
+        "turns), hybrid (old tool outputs masked first, a summary if needed), masking (masked "
+        "first, the fact ledger if needed) or ledger-only (the fact ledger); the last two call "
+        "no model.",
+    )
+    """In detail:
 
     - ``self-summary``: the model summarizes the old turns (the fact ledger appended).
     - ``hybrid``: observation masking first: old tool outputs (outside the newest

@@ -1,10 +1,11 @@
 """The ``--config`` file of ``summarizer serve``: TOML, read with the standard library.
 
-Top-level keys are ``Settings`` fields, flat (``upstream``, ``port``, ``trigger_ratio``...);
-each ``[[models]]`` table is a ``ModelEntry``: the model name clients send, and the upstream,
-key variable, window, summary model and thresholds its requests get. Keys are never written in
-the file: ``api_key_env`` (and ``upstream_api_key_env`` at the top) name an environment
-variable, read when the file is.
+Top-level keys are the settings, flat (``upstream``, ``port``, ``trigger_ratio``...: each
+setting's ``file_key``, ``proxy.settings_schema``); each ``[[models]]`` table is a
+``ModelEntry``: the model name clients send, its upstream and key variable, and the compaction
+settings declared per model (``MODEL_COMPACTION_FIELDS``: window, summary model, thresholds...).
+Keys are never written in the file: ``api_key_env`` (and ``upstream_api_key_env`` at the top)
+name an environment variable, read when the file is.
 
 Every problem (an unreadable file, invalid TOML, an unknown key, a bad value, a literal key, a
 missing variable, a duplicate model) raises ``ConfigurationError`` naming the file and the field.
@@ -13,42 +14,28 @@ missing variable, a duplicate model) raises ``ConfigurationError`` naming the fi
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, SecretStr, field_validator
+from pydantic import ConfigDict, Field, SecretStr, create_model, field_validator, model_validator
 
-from ..core.config import CompactionConfig, ConfigurationModel, SummaryCapField
+from ..core.config import CompactionConfig, ConfigurationModel
 from ..core.errors import ConfigurationError
-from ..core.results import Policy
+from ..core.setting import Setting, setting_of
 from .prepare_default import OFF, entry_prepare_ratio, is_off
+from .settings_schema import DeclaredSetting, marked_fields, without_none
 
 CONFIG_ENV = "SUMMARIZER_CONFIG"
 """The environment variable naming the config file when ``--config`` is not given."""
 
-COMPACTION_SETTINGS = (
-    "context_window",
-    "trigger_ratio",
-    "target_ratio",
-    "prepare_ratio",
-    "keep_recent_tokens",
-    "max_summary_tokens",
-    "summary_cap_field",
-    "summary_model",
-    "policy",
-)
+COMPACTION_SETTINGS = marked_fields(CompactionConfig)
 """The ``CompactionConfig`` fields the proxy takes as flags, ``SUMMARIZER_*`` variables and
-keywords of ``Settings`` itself (declared, with their validation, only in ``CompactionConfig``)."""
+keywords of ``Settings`` itself (declared, with their validation, only in ``CompactionConfig``:
+those marked ``Setting``)."""
 
-MODEL_COMPACTION_FIELDS = ("reserve_output_tokens", *COMPACTION_SETTINGS)
+MODEL_COMPACTION_FIELDS = marked_fields(CompactionConfig, per_model=True)
 """The ``CompactionConfig`` fields a ``[[models]]`` entry may set for its model alone."""
-
-_LITERAL_KEYS = {
-    "api_key": "api_key_env",
-    "upstream_api_key": "upstream_api_key_env",
-}
-"""Keys that would hold a secret in the file, and what to write instead."""
 
 
 def check_upstream_url(value: str) -> str:
@@ -58,8 +45,9 @@ def check_upstream_url(value: str) -> str:
     return value.rstrip("/")
 
 
-class ModelEntry(ConfigurationModel):
-    """One model the proxy serves its own way (a ``[[models]]`` table of the config file).
+class ModelRouteEntry(ConfigurationModel):
+    """One model the proxy serves its own way (a ``[[models]]`` table of the config file): the
+    fields of its own. ``ModelEntry`` adds the ``MODEL_COMPACTION_FIELDS``, each optional.
 
     Unset fields inherit: an entry without ``upstream`` goes to the top-level upstream with the
     top-level key; an entry with its own ``upstream`` sends only its own ``api_key`` there
@@ -78,17 +66,6 @@ class ModelEntry(ConfigurationModel):
     api_key: SecretStr | None = None
     """Sent to this model's upstream instead of the client's credential (read from the variable
     ``api_key_env`` names: the file never holds a key)."""
-    context_window: int | None = Field(default=None, gt=0)
-    reserve_output_tokens: int | None = Field(default=None, ge=0)
-    trigger_ratio: float | None = Field(default=None, gt=0, le=1)
-    target_ratio: float | None = Field(default=None, gt=0, le=1)
-    prepare_ratio: Annotated[float, Field(gt=0, lt=1)] | Literal["off"] | None = None
-    """This model's own prepare ratio; ``off`` (or 0): no drafts ahead of time for it."""
-    keep_recent_tokens: int | None = Field(default=None, ge=0)
-    max_summary_tokens: int | None = Field(default=None, gt=0)
-    summary_cap_field: SummaryCapField | None = None
-    summary_model: str | None = None
-    policy: Policy | None = None
 
     @field_validator("name")
     @classmethod
@@ -102,33 +79,87 @@ class ModelEntry(ConfigurationModel):
     def _upstream_url(cls, value: str | None) -> str | None:
         return None if value is None else check_upstream_url(value)
 
-    @field_validator("prepare_ratio", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _prepare_off(cls, value: Any) -> Any:
-        return OFF if value is not None and is_off(value) else value
+    def _off_words(cls, data: Any) -> Any:
+        """A setting that ``off`` (or 0) turns off holds ``off`` (None would inherit)."""
+        if not isinstance(data, Mapping):
+            return data
+        return {
+            name: OFF if name in _OFF_SETTINGS and value is not None and is_off(value) else value
+            for name, value in data.items()
+        }
 
     def compaction(self, base: CompactionConfig) -> CompactionConfig:
         """``base`` with this entry's own compaction fields on top (``ConfigurationError`` when
         the combination is invalid, e.g. a target not below the trigger)."""
-        overrides = {
-            name: getattr(self, name)
-            for name in MODEL_COMPACTION_FIELDS
-            if getattr(self, name) is not None and name != "prepare_ratio"
-        }
-        if not overrides and self.prepare_ratio is None:
+        own = {name: getattr(self, name) for name in MODEL_COMPACTION_FIELDS}
+        prepare = own.pop("prepare_ratio", None)
+        overrides = {name: value for name, value in own.items() if value is not None}
+        if not overrides and prepare is None:
             return base
         merged = {**dict(base), **overrides}
-        merged["prepare_ratio"] = entry_prepare_ratio(self.prepare_ratio, base, merged)
+        merged["prepare_ratio"] = entry_prepare_ratio(prepare, base, merged)
         return CompactionConfig(**merged)
 
 
-def read_config_file(path: str | Path, environ: Mapping[str, str]) -> dict[str, Any]:
+def _per_model_field(name: str) -> tuple[Any, Any]:
+    """A ``[[models]]`` entry's field for ``CompactionConfig``'s ``name``: its type and bounds,
+    optional (None: the top-level value), and ``off`` where that turns it off."""
+    field = CompactionConfig.model_fields[name]
+    bounds = [mark for mark in field.metadata if not isinstance(mark, Setting)]
+    kind: Any = without_none(field.annotation)
+    if bounds:
+        kind = Annotated[kind, *bounds]
+    mark = setting_of(field)
+    if mark is not None and mark.off:
+        kind = kind | Literal["off"]
+    return kind | None, Field(default=None, description=field.description)
+
+
+_OFF_SETTINGS = frozenset(
+    name
+    for name in MODEL_COMPACTION_FIELDS
+    if (mark := setting_of(CompactionConfig.model_fields[name])) is not None and mark.off
+)
+
+if TYPE_CHECKING:
+    ModelEntry = ModelRouteEntry
+else:
+    ModelEntry = create_model(
+        "ModelEntry",
+        __base__=ModelRouteEntry,
+        __module__=__name__,
+        __doc__=ModelRouteEntry.__doc__,
+        **{name: _per_model_field(name) for name in MODEL_COMPACTION_FIELDS},
+    )
+
+
+def secret_fields(model: type[ConfigurationModel]) -> tuple[str, ...]:
+    """The fields of ``model`` that hold a key: the file names its variable, ``<field>_env``."""
+    return tuple(
+        name
+        for name, field in model.model_fields.items()
+        if without_none(field.annotation) is SecretStr
+    )
+
+
+def read_config_file(
+    path: str | Path,
+    environ: Mapping[str, str],
+    *,
+    settings: Iterable[DeclaredSetting] | None = None,
+) -> dict[str, Any]:
     """The ``Settings`` values of the TOML file at ``path``, with every ``*_env`` key resolved
     from ``environ`` into the key it names (as ``SecretStr``).
 
+    The top-level keys the file may hold are the ``file_key`` of ``settings`` (None: the
+    proxy's, ``proxy.settings.declared()``), ``models`` among them; a key among them is written
+    ``<name>_env``. An entry of ``[[models]]`` holds ``ModelEntry``'s fields.
+
     Raises ``ConfigurationError`` naming the file (and the field) for an unreadable file,
-    invalid TOML, a literal key or a missing variable. Values are validated by ``Settings``
-    itself (``blame_file`` then names the file).
+    invalid TOML, an unknown top-level key, a literal key or a missing variable. Values are
+    validated by ``Settings`` itself (``blame_file`` then names the file).
     """
     path = Path(path)
     try:
@@ -140,11 +171,19 @@ def read_config_file(path: str | Path, environ: Mapping[str, str]) -> dict[str, 
         ) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigurationError(f"{path} is not valid TOML: {exc}") from None
-    values = _resolved(data, "", path, environ, top=True)
+    if settings is None:
+        from .settings import declared  # which imports this module
+
+        settings = declared()
+    settings = tuple(settings)
+    values = _resolved(data, "", path, environ, [s.name for s in settings if s.secret])
+    unknown = [key for key in data if key not in {s.file_key for s in settings}]
+    if unknown:
+        raise _problem(path, unknown[0], "not a known setting")
     models = data.get("models")
     if isinstance(models, list):
         values["models"] = [
-            _resolved(entry, f"models[{index}].", path, environ)
+            _resolved(entry, f"models[{index}].", path, environ, secret_fields(ModelEntry))
             if isinstance(entry, dict)
             else entry
             for index, entry in enumerate(models)
@@ -153,29 +192,35 @@ def read_config_file(path: str | Path, environ: Mapping[str, str]) -> dict[str, 
 
 
 def _resolved(
-    table: dict[str, Any], prefix: str, path: Path, environ: Mapping[str, str], *, top: bool = False
+    table: dict[str, Any],
+    prefix: str,
+    path: Path,
+    environ: Mapping[str, str],
+    secrets: Collection[str],
 ) -> dict[str, Any]:
-    """``table`` with its ``api_key_env`` (or, at the top, ``upstream_api_key_env``) replaced by
-    the key that variable holds; a literal key is refused."""
+    """``table`` with each ``<secret>_env`` (``api_key_env``) replaced by the key that variable
+    holds (``api_key``); a key written in the file is refused."""
     out = dict(table)
-    for literal, instead in _LITERAL_KEYS.items():
-        if literal in out:
+    for name in secrets:
+        env_key = f"{name}_env"
+        if name in out:
             raise _problem(
                 path,
-                prefix + literal,
+                prefix + name,
                 f"a key is never written in the config file; name the environment variable "
-                f'that holds it with {instead} = "VARIABLE"',
+                f'that holds it with {env_key} = "VARIABLE"',
             )
-    env_key = "upstream_api_key_env" if top else "api_key_env"
-    if env_key not in out:
-        return out
-    variable = out.pop(env_key)
-    if not isinstance(variable, str) or not variable:
-        raise _problem(path, prefix + env_key, "must be the name of an environment variable")
-    secret = environ.get(variable)
-    if not secret:
-        raise _problem(path, prefix + env_key, f"the environment variable {variable} is not set")
-    out[env_key.removesuffix("_env")] = SecretStr(secret)
+        if env_key not in out:
+            continue
+        variable = out.pop(env_key)
+        if not isinstance(variable, str) or not variable:
+            raise _problem(path, prefix + env_key, "must be the name of an environment variable")
+        secret = environ.get(variable)
+        if not secret:
+            raise _problem(
+                path, prefix + env_key, f"the environment variable {variable} is not set"
+            )
+        out[name] = SecretStr(secret)
     return out
 
 

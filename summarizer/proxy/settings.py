@@ -1,6 +1,10 @@
 """The proxy's settings: one model, read from flags, ``SUMMARIZER_*`` environment variables and
 the ``--config`` file.
 
+Each setting is declared once, as a field (type, default, bounds, help) marked ``Setting``
+(``core.setting``), here or in ``CompactionConfig``; ``declared()`` lists them
+(``settings_schema``), and the flags, variables, config-file keys and help all come from it.
+
 Precedence: a command-line flag, then ``SUMMARIZER_<FIELD>``, then the config file
 (``config_file``), then the default. The environment is injectable
 (``Settings.from_env(environ)``) so tests never touch ``os.environ``.
@@ -12,13 +16,15 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Mapping
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from ..core.config import CompactionConfig, ConfigurationModel
 from ..core.errors import ConfigurationError
+from ..core.setting import Setting
 from .config_file import (
     COMPACTION_SETTINGS,
     CONFIG_ENV,
@@ -29,9 +35,18 @@ from .config_file import (
 )
 from .cross_site import normalize_origin
 from .prepare_default import with_prepare_default
+from .settings_schema import ENV_PREFIX as ENV_PREFIX  # where it was
+from .settings_schema import DeclaredSetting, declared_settings, environment_values
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
-ENV_PREFIX = "SUMMARIZER_"
+
+SERVER = "Server"
+UPSTREAM = "Upstream"
+STATE = "State"
+ACCESS = "Access"
+LOGS = "Logs"
+COMPACTION = "Compaction (each also per model, in a [[models]] entry of the config file)"
+"""The headings settings are listed under (``Setting.group``)."""
 
 
 def default_db_path() -> Path:
@@ -66,71 +81,153 @@ class Settings(ConfigurationModel):
     _described_as = "settings"
     _flattened = frozenset({"compaction"})
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8787, ge=0, le=65535)
-    upstream: str = DEFAULT_UPSTREAM
-    """Base URL of the OpenAI-compatible upstream, ending in ``/v1`` (or the provider's
-    equivalent)."""
-    upstream_api_key: SecretStr | None = None
-    """When set, sent upstream instead of the client's own ``Authorization``."""
-    db: Path | None = None
-    """SQLite checkpoint file; None means ``default_db_path()``; ``:memory:`` keeps nothing."""
-    store: str | None = None
-    """A ``redis://`` (or ``rediss://``) URL: checkpoints, leases and calibration in Redis,
-    shared by several replicas. Not together with ``db``."""
-    lease_ttl: float = Field(default=30.0, gt=0)
-    """Seconds a session's compaction lease outlives a replica that stopped renewing it (died
-    mid-compaction): how long that session waits before another replica takes over."""
-    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
-    """How the proxy compacts: the configuration the ``ContextManager`` gets."""
-    log_format: Literal["text", "json"] = "text"
-    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
-    max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
-    upstream_timeout: float = Field(default=600.0, gt=0)
-    """Seconds to wait for the upstream (connect, and between bytes of a reply)."""
-    keepalive_interval: float = Field(default=5.0, gt=0)
-    """Seconds between SSE comment keepalives while a compaction holds a streamed answer."""
-    idle_connection_timeout: int = Field(default=65, gt=0)
-    """Seconds an idle client connection stays open. Longer than clients' own idle expiry
-    (httpx, under the openai SDK, drops a connection after 5 s), so that a client never sends
-    on a connection the proxy is closing at that moment."""
-    sessions_api: Literal["keyed", "all", "off"] = "keyed"
-    """``GET /v1/summarizer/sessions/{id}`` and ``/ui``'s data: ``keyed`` answers only requests
-    with a credential (each reads its own sessions), ``all`` keyless ones too (they all share one
-    namespace), ``off`` answers 404 to everyone."""
-    client_keys: frozenset[str] = frozenset()
-    """The keys a client must send one of (none: any client may use the proxy). Given as keys
-    (``SUMMARIZER_CLIENT_KEYS`` is comma-separated) and held only as their ``sha256:<hex>``
-    digests; a value already of that form is taken as a digest."""
-    allow_origins: frozenset[str] = frozenset()
-    """Web origins (``scheme://host[:port]``) whose pages may use the proxy, with CORS answers;
-    a page of any other origin is refused (``proxy.cross_site``). ``SUMMARIZER_ALLOW_ORIGINS``
-    is comma-separated."""
-    body_read_timeout: float = Field(default=30.0, gt=0)
-    """Seconds to wait for each next piece of a request body before answering 408."""
-    responses_upstream: Literal["responses", "chat"] = "responses"
-    """What serves ``/v1/responses``: an upstream with the Responses API (``responses``), or a
-    chat-completions-only one (``chat``: vLLM, llama.cpp, Ollama), to which the proxy translates
-    each request and from which it builds the Response (see the README for what is lost)."""
-    fast_path: bool = True
-    """Read a chat request that extends its conversation's previous body from its new bytes
-    only (``proxy.fast_path``), and stream such a request upstream as its bytes arrive, proving
-    it before its last byte goes (``proxy.lane``); off, every body is read whole, then parsed
-    and sent. Either way the same bytes go upstream."""
-    record: bool = False
-    """Keep each session's latest conversation (credentials and credential-shaped strings
-    redacted) in the store, for ``summarizer export`` and ``/ui``. Off by default: without it
-    the store keeps counts and summaries, never the conversation."""
-    ui: bool = False
-    """Serve the read-only web page ``/ui`` (sessions, token chart, each summary next to what it
-    replaced), under the same credential rules as ``sessions_api``. Off: ``/ui`` is 404."""
-    cache_breakpoints: Literal["managed", "client"] = "managed"
-    """Anthropic prompt-cache breakpoints on ``/v1/messages``: ``managed`` places them (end of
-    system, the summary, the newest message) when a request carries none; ``client`` leaves
-    every request's breakpoints as the client set them. A client's own are always kept."""
-    models: tuple[ModelEntry, ...] = ()
-    """Models served their own way (the config file's ``[[models]]``): upstream, key, window,
-    summary model and thresholds. A model none of them names uses the settings above."""
+    host: Annotated[str, Setting(group=SERVER)] = Field(
+        default="127.0.0.1", description="Interface to listen on."
+    )
+    port: Annotated[int, Setting(group=SERVER)] = Field(
+        default=8787, ge=0, le=65535, description="Port to listen on."
+    )
+    upstream: Annotated[
+        str, Setting(group=UPSTREAM, metavar="URL", default_text="$OPENAI_BASE_URL, else {default}")
+    ] = Field(
+        default=DEFAULT_UPSTREAM,
+        description="Base URL of the OpenAI-compatible upstream, ending in /v1 (or the "
+        "provider's equivalent).",
+    )
+    upstream_api_key: Annotated[
+        SecretStr | None,
+        Setting(group=UPSTREAM, command_line=False, default_text="none: each client's own key"),
+    ] = Field(
+        default=None,
+        description="Sent upstream instead of each client's own key (sessions stay namespaced "
+        "by the client's). No flag: command lines are visible to other users of the machine.",
+    )
+    db: Annotated[
+        Path | None, Setting(group=STATE, default_text="checkpoints.db in the user state folder")
+    ] = Field(default=None, description="SQLite checkpoint file (:memory: keeps nothing).")
+    """None means ``default_db_path()``."""
+    store: Annotated[
+        str | None, Setting(group=STATE, metavar="URL", default_text="none: SQLite (db)")
+    ] = Field(
+        default=None,
+        description="A Redis URL (redis://HOST:PORT/DB or rediss://...) holding checkpoints, "
+        "leases and calibration, shared by several replicas; instead of the SQLite db.",
+    )
+    lease_ttl: Annotated[float, Setting(group=STATE, metavar="SECONDS")] = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a session's compaction lease outlives a replica that died holding "
+        "it (how long that session then waits before another replica takes over).",
+    )
+    compaction: Annotated[CompactionConfig, Setting(group=COMPACTION)] = Field(
+        default_factory=CompactionConfig
+    )
+    """How the proxy compacts: the configuration the ``ContextManager`` gets. Its fields marked
+    ``Setting`` are settings of the proxy, given flat (``Settings(trigger_ratio=0.7)``)."""
+    log_format: Annotated[Literal["text", "json"], Setting(group=LOGS)] = Field(
+        default="text", description="Log lines as text or JSON."
+    )
+    log_level: Annotated[
+        Literal["critical", "error", "warning", "info", "debug"], Setting(group=LOGS)
+    ] = Field(default="info", description="Log level (any case).")
+    max_body_bytes: Annotated[int, Setting(group=SERVER, metavar="BYTES")] = Field(
+        default=32 * 1024 * 1024, gt=0, description="Largest request body accepted (413 above)."
+    )
+    upstream_timeout: Annotated[float, Setting(group=UPSTREAM, metavar="SECONDS")] = Field(
+        default=600.0,
+        gt=0,
+        description="Seconds to wait for the upstream (to connect, and between the bytes of "
+        "its answer).",
+    )
+    keepalive_interval: Annotated[float, Setting(group=SERVER, metavar="SECONDS")] = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between SSE comment keepalives while a compaction holds a "
+        "streamed answer.",
+    )
+    idle_connection_timeout: Annotated[int, Setting(group=SERVER, metavar="SECONDS")] = Field(
+        default=65,
+        gt=0,
+        description="Seconds an idle client connection stays open: longer than clients' own "
+        "idle expiry (httpx, under the openai SDK, drops one after 5 s), so that a client never "
+        "sends on a connection the proxy is closing.",
+    )
+    sessions_api: Annotated[Literal["keyed", "all", "off"], Setting(group=ACCESS)] = Field(
+        default="keyed",
+        description="Who reads GET /v1/summarizer/sessions/ID and the data of /ui: keyed (only "
+        "requests with a key, each its own sessions), all (keyless requests too: they share one "
+        "namespace) or off (404).",
+    )
+    client_keys: Annotated[
+        frozenset[str],
+        Setting(
+            group=ACCESS,
+            flag="--client-key",
+            metavar="KEY",
+            default_text="none: any client may use the proxy",
+        ),
+    ] = Field(
+        default=frozenset(),
+        description="A key clients must send: with any set, every request but /healthz and "
+        "/metrics needs one of them. sha256:HEX (the key's SHA-256 in hex) keeps the key off "
+        "the command line.",
+    )
+    """Held only as their ``sha256:<hex>`` digests; a value already of that form is taken as a
+    digest."""
+    allow_origins: Annotated[
+        frozenset[str], Setting(group=ACCESS, flag="--allow-origin", metavar="ORIGIN")
+    ] = Field(
+        default=frozenset(),
+        description="A web origin (scheme://host[:port]) whose pages may use the proxy, with "
+        "CORS answers. Requests from any other origin's pages (Origin, Sec-Fetch-Site: "
+        "cross-site or same-site) and bodies that are not JSON get 403, so no web page can "
+        "spend the server's key.",
+    )
+    """Checked in ``proxy.cross_site``."""
+    body_read_timeout: Annotated[float, Setting(group=SERVER, metavar="SECONDS")] = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds to wait for each next piece of a request body before answering 408.",
+    )
+    responses_upstream: Annotated[Literal["responses", "chat"], Setting(group=UPSTREAM)] = Field(
+        default="responses",
+        description="What serves /v1/responses: responses (the upstream has the Responses API) "
+        "or chat (a chat-completions-only upstream such as vLLM, llama.cpp or Ollama: each "
+        "request is translated; the README's 'OpenAI Responses API' says what is lost).",
+    )
+    fast_path: Annotated[bool, Setting(group=SERVER)] = Field(
+        default=True,
+        description="Read a chat request that extends its conversation's previous body from its "
+        "new bytes only, and stream it upstream as it arrives (the same bytes go upstream "
+        "either way).",
+    )
+    """``proxy.fast_path`` and ``proxy.lane``; off, every body is read whole, then parsed and
+    sent."""
+    record: Annotated[bool, Setting(group=STATE)] = Field(
+        default=False,
+        description="Keep each session's latest conversation (secrets redacted) for summarizer "
+        "export and /ui; off, the store keeps counts and summaries, never the conversation.",
+    )
+    ui: Annotated[bool, Setting(group=ACCESS)] = Field(
+        default=False,
+        description="Serve a read-only web page at /ui: sessions, a token chart per session, "
+        "each summary next to what it replaced; same key rules as the sessions API.",
+    )
+    cache_breakpoints: Annotated[Literal["managed", "client"], Setting(group=UPSTREAM)] = Field(
+        default="managed",
+        description="Anthropic prompt-cache breakpoints on /v1/messages: managed (placed at the "
+        "end of the system prompt, the summary and the newest message when a request has none) "
+        "or client (left as the client set them). A client's own are always kept.",
+    )
+    models: Annotated[
+        tuple[ModelEntry, ...],
+        Setting(group=UPSTREAM, command_line=False, environment=False),
+    ] = Field(
+        default=(),
+        description="Models served their own way, one [[models]] table each (in the config file "
+        "only): name, upstream, api_key_env and the settings marked per model. A model none of "
+        "them names gets the top-level settings.",
+    )
 
     def __init__(self, /, **values: Any) -> None:
         """``values`` are the fields above, or the ``COMPACTION_SETTINGS`` given flat."""
@@ -238,13 +335,10 @@ class Settings(ConfigurationModel):
         path = Path(config_file) if config_file else None
         if path is None and environ.get(CONFIG_ENV):
             path = Path(environ[CONFIG_ENV])
-        from_file: dict[str, Any] = {} if path is None else read_config_file(path, environ)
+        settings = declared()
+        from_file = {} if path is None else read_config_file(path, environ, settings=settings)
         values.update(from_file)
-        above_file: dict[str, Any] = {}
-        for name in (*cls.model_fields.keys() - {"compaction", "models"}, *COMPACTION_SETTINGS):
-            raw = environ.get(ENV_PREFIX + name.upper())
-            if raw is not None and raw != "":
-                above_file[name] = raw
+        above_file: dict[str, Any] = environment_values(settings, environ)
         above_file.update({k: v for k, v in overrides.items() if v is not None})
         values.update(above_file)
         try:
@@ -263,6 +357,13 @@ class Settings(ConfigurationModel):
         if self.db is None:
             return default_db_path()
         return ":memory:" if str(self.db) == ":memory:" else self.db
+
+
+@cache
+def declared() -> tuple[DeclaredSetting, ...]:
+    """Every setting of the proxy, in the order of its declaration, with its default: what the
+    ``serve`` flags, the ``SUMMARIZER_*`` variables and the config-file keys are made from."""
+    return declared_settings(Settings, Settings())
 
 
 def _string_set(value: Any, what: str, convert: Callable[[str], str]) -> Any:
