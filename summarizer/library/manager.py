@@ -6,8 +6,9 @@ agent never has to drop anything itself. ``wrap(client)`` applies the same per c
 
 Every front door (``prepare``, ``wrap``, the proxy) hands the engine one ``Turn``, locates it
 once (``locate``/``alocate``), and settles it with ``compact``/``acompact``: its view unchanged
-when no compaction is due, else a compaction under the session's lock and lease. The engine's
-storage effects are performed here, in a worker thread for async callers.
+when no compaction is due, else a compaction under the session's lock and lease. Both run the
+one loop of ``library.settling``, each with its driver: its effects (storage, locks, leases,
+waits) are performed in the caller's thread, or off the event loop for async callers.
 """
 
 from __future__ import annotations
