@@ -31,7 +31,7 @@ from summarizer.core.located import Located
 from summarizer.core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from summarizer.library.drive import drive_async, drive_sync
 from summarizer.library.effects import AsyncSettlingPerformer, SettlingPerformer
-from summarizer.library.sessions import SessionLocks
+from summarizer.library.sessions import Lease, SessionLocks
 from summarizer.library.settling import (
     AdoptedDraft,
     AwaitDraft,
@@ -617,3 +617,69 @@ def test_a_request_cancelled_while_it_waits_for_the_lease_lets_the_lock_go_only(
     ]
     assert store.try_lease("", SESSION, OTHER, 60) == 1  # still the other holder's
     assert len(run.locks) == 0
+
+
+class _GatedTakes:
+    """The first attempt to take a lease (but the other holder's) blocks until ``gate`` opens."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.entered, self.gate = threading.Event(), threading.Event()
+
+    def try_lease(self, namespace: str, session: str, owner: str, ttl_s: float) -> int | None:
+        if owner != OTHER and not self.gate.is_set():
+            self.entered.set()
+            assert self.gate.wait(10)
+        return super().try_lease(namespace, session, owner, ttl_s)  # type: ignore[misc]
+
+
+class GatedMemoryStore(_GatedTakes, MemoryStore):
+    pass
+
+
+class GatedSQLiteStore(_GatedTakes, SQLiteStore):
+    pass
+
+
+def test_a_request_cancelled_while_its_lease_is_being_taken_gives_that_lease_up(
+    kind: str, places: Callable[..., Place]
+) -> None:
+    """The attempt runs on in its worker thread after the cancellation: the lease it takes is
+    given up as soon as it is, not renewed for ever by nobody."""
+    store = places(GatedSQLiteStore if kind == "sqlite" else GatedMemoryStore).connect()
+    context = ContextManager(store=store, **CONFIG)
+
+    async def main() -> None:
+        async def answer(call: SummarizeCall) -> SummaryOutcome:
+            raise AssertionError("never asked")
+
+        located = await context.alocate(Turn(session(7), MODEL, session=SESSION))
+        task = asyncio.ensure_future(context.acompact(located, summarizer=answer))
+        assert await asyncio.to_thread(store.entered.wait, 10)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        store.gate.set()  # the attempt takes the lease now
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    deadline = time.monotonic() + 10
+    while (token := store.try_lease("", SESSION, OTHER, 60)) is None:
+        assert time.monotonic() < deadline, "the cancelled request's lease was never given up"
+        time.sleep(0.02)
+    assert token == 2
+
+
+def test_an_abandoned_lease_is_given_up_whether_its_take_ended_before_or_after(
+    places: Callable[..., Place],
+) -> None:
+    store = places().connect()
+    taken = Lease(store, "", SESSION, 60)
+    assert taken.take()
+    taken.abandon()  # after the take: released, its renewals stopped
+    assert store.try_lease("", SESSION, OTHER, 60) == 2
+    store.release_lease("", SESSION, OTHER)
+    late = Lease(store, "", SESSION, 60)
+    late.abandon()  # before the take ends: what it takes is given up at once
+    assert not late.take() and late.token is None
+    assert store.try_lease("", SESSION, OTHER, 60) == 4  # (the late take had token 3)

@@ -137,7 +137,8 @@ class SettlingPerformer(Performer):
 
 class AsyncSettlingPerformer(AsyncPerformer):
     """``AsyncPerformer`` for ``settle``: also the session's lock (an asyncio lock of
-    ``locks``), its lease (taken and released in a worker thread), waits (``asyncio.sleep``)
+    ``locks``), its lease (taken and released in a worker thread; one taken by an attempt whose
+    caller was cancelled meanwhile is given up), waits (``asyncio.sleep``)
     and ``drafts`` (as tasks on the running event loop, with ``summarize``)."""
 
     def __init__(
@@ -158,7 +159,12 @@ class AsyncSettlingPerformer(AsyncPerformer):
         match effect:
             case TakeLease(namespace, session, ttl_s):
                 taking = Lease(self.store, namespace, session, ttl_s)
-                if not await asyncio.to_thread(taking.take):
+                try:
+                    taken = await asyncio.to_thread(taking.take)
+                except asyncio.CancelledError:  # the attempt runs on in its thread
+                    await asyncio.to_thread(taking.abandon)
+                    raise
+                if not taken:
                     return None
                 self.lease = taking
                 return taking.token
