@@ -120,3 +120,21 @@ def test_a_cancellation_during_an_offloaded_step_waits_for_it_then_is_raised_at_
 
     performed = asyncio.run(main())
     assert performed == (["take"] if returns else ["take", "release"])
+
+
+def test_offload_may_pick_the_steps_to_run_in_a_worker_thread() -> None:
+    loop_thread = threading.get_ident()
+
+    def steps() -> Generator[str, Any, list[bool]]:
+        where = [threading.get_ident() == loop_thread]  # the first step: answers no effect
+        for effect in ("cheap", "heavy", "cheap"):
+            yield effect
+            where.append(threading.get_ident() == loop_thread)
+        return where
+
+    performed: list[str] = []
+    on_the_loop = asyncio.run(
+        drive_async(steps(), aperformer(performed), offload=lambda effect: effect == "heavy")
+    )
+    assert on_the_loop == [True, True, False, True]
+    assert performed == ["cheap", "heavy", "cheap"]

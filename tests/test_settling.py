@@ -41,6 +41,7 @@ from summarizer.library.settling import (
     Sleep,
     TakeLease,
     UnlockSession,
+    off_the_loop,
     settle,
 )
 from summarizer.stores import MemoryStore, SQLiteStore, Store
@@ -183,7 +184,7 @@ class Run:
         try:
             if self.driver == "sync":
                 return drive_sync(self.steps(located), recorder)
-            running = drive_async(self.steps(located), recorder, offload=True)
+            running = drive_async(self.steps(located), recorder, offload=off_the_loop)
             if loop is not None:
                 return loop.run_until_complete(running)
             return asyncio.run(running)
@@ -599,7 +600,9 @@ def test_a_request_cancelled_while_it_waits_for_the_lease_lets_the_lock_go_only(
         recorder = run.recorder(summarizer_for("async", lambda: summary("never")))
         recorder.script = on_nth(Sleep, 2, waiting.set)
         located = run.locate(session(7))
-        task = asyncio.ensure_future(drive_async(run.steps(located), recorder, offload=True))
+        task = asyncio.ensure_future(
+            drive_async(run.steps(located), recorder, offload=off_the_loop)
+        )
         await asyncio.wait_for(waiting.wait(), 10)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -39,21 +39,23 @@ async def drive_async(
     steps: Generator[E, Any, T],
     perform: Callable[[E], Awaitable[Any]],
     *,
-    offload: bool = False,
+    offload: bool | Callable[[E | None], bool] = False,
 ) -> T:
     """``drive_sync`` for async callers.
 
     ``offload``: run each step of the generator (hashing, counting, planning: CPU work) in a
-    worker thread, so the event loop keeps serving other requests meanwhile. A cancellation
-    that arrives while a step runs there waits for that step to reach its next effect, and is
-    raised in the generator at that ``yield`` instead of performing it (a step cannot be
-    stopped halfway, and what the generator holds must still be released).
+    worker thread, so the event loop keeps serving other requests meanwhile; or, given a
+    function, the steps it picks by the effect they answer (None: the first step). A
+    cancellation that arrives while a step runs there waits for that step to reach its next
+    effect, and is raised in the generator at that ``yield`` instead of performing it (a step
+    cannot be stopped halfway, and what the generator holds must still be released).
     """
     answer: Any = None
     failure: BaseException | None = None
+    effect: E | None = None
     while True:
         cancelled: asyncio.CancelledError | None = None
-        if offload:
+        if offload is True or (callable(offload) and offload(effect)):
             done, value, cancelled = await _advance_in_thread(steps, answer, failure)
         else:
             done, value = _advance(steps, answer, failure)
@@ -65,8 +67,9 @@ async def drive_async(
         if done:
             result: T = value
             return result
+        effect = value
         try:
-            answer, failure = await perform(value), None
+            answer, failure = await perform(effect), None
         except GeneratorExit:  # this coroutine is being closed: nothing can be awaited now
             raise
         except BaseException as exc:  # raised in the generator, at its yield

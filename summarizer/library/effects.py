@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from ..core.effects import Effect
@@ -97,7 +97,7 @@ class SettlingPerformer(Performer):
         self.drafts = drafts
         self.locks = locks
         # The session's lock while held (``locks`` keeps it weakly: it must be kept alive here).
-        self._held: AbstractContextManager[None] | None = None
+        self._held = ExitStack()
 
     def __call__(self, effect: Effect | SettlingEffect) -> Any:
         """The answer to ``effect``."""
@@ -115,13 +115,9 @@ class SettlingPerformer(Performer):
             case Sleep(seconds):
                 time.sleep(seconds)
             case LockSession(namespace, session):
-                lock = self.locks.thread_lock(namespace, session)
-                lock.__enter__()
-                self._held = lock
+                self._held.enter_context(self.locks.thread_lock(namespace, session))
             case UnlockSession():
-                held, self._held = self._held, None
-                if held is not None:
-                    held.__exit__(None, None, None)
+                self._held.close()
             case StartDraft(located):
                 self.drafts.start(located, self.summarize)
             case PendingDraft(located):

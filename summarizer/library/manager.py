@@ -41,7 +41,7 @@ from .effects import (
 )
 from .engines import engine_for
 from .sessions import LEASE_TTL_S, SessionLocks
-from .settling import Settling, settle
+from .settling import Settling, off_the_loop, settle
 from .shared_calibration import SharedCalibration
 from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 
@@ -215,7 +215,7 @@ class ContextManager:
         perform = AsyncSettlingPerformer(
             self.store, summarizer or self._async, drafts=self.drafts, locks=self._locks
         )
-        return await drive_async(self._settle(located, force), perform, offload=True)
+        return await drive_async(self._settle(located, force), perform, offload=off_the_loop)
 
     def _settle(self, located: Located, force: Trigger | None) -> Settling[PrepareResult]:
         return settle(self.engine, located, force=force, lease_ttl_s=self.lease_ttl_s)

@@ -185,6 +185,14 @@ def settle(
         yield UnlockSession(namespace, session)
 
 
+def off_the_loop(effect: Effect | SettlingEffect | None) -> bool:
+    """``drive_async``'s ``offload`` for ``settle``: whether the step answering ``effect``
+    (None: the first) runs in a worker thread. Those before the session's lock is asked for
+    only compare sizes and hand drafts over, on the event loop (so a turn with no compaction
+    due costs no thread hop); from the lock on, steps may be the engine's CPU work."""
+    return effect is not None and not isinstance(effect, (StartDraft, PendingDraft, AwaitDraft))
+
+
 def _lease(
     engine: ContextEngine, located: Located, force: Trigger | None, ttl_s: float
 ) -> Settling[tuple[Located, PrepareResult | None]]:
