@@ -59,15 +59,15 @@ async def drive_async(
             done, value, cancelled = await _advance_in_thread(steps, answer, failure)
         else:
             done, value = _advance(steps, answer, failure)
-        if cancelled is not None:
-            if done:
-                raise cancelled
-            answer, failure = None, cancelled
-            continue
         if done:
+            if cancelled is not None:
+                raise cancelled
             result: T = value
             return result
         effect = value
+        if cancelled is not None:  # raised at the effect reached, instead of performing it
+            answer, failure = None, cancelled
+            continue
         try:
             answer, failure = await perform(effect), None
         except GeneratorExit:  # this coroutine is being closed: nothing can be awaited now
