@@ -72,13 +72,6 @@ class Drafts:
             self.jobs.note("failed")
         return self.engine.worth_drafting(located)
 
-    def next_due(self, located: Located, result: PrepareResult) -> bool:
-        """Whether ``located``, just compacted to ``result``, is still over the prepare
-        threshold: its next draft is due now (the caller starts it on the conversation as
-        compacted), not at its next request, a turn later."""
-        prepare = located.budget.prepare_tokens
-        return result.compacted and prepare is not None and result.report.estimated_tokens > prepare
-
     def start(self, located: Located, summarizer: SyncSummarizer | None) -> None:
         """Draft ``located``'s compaction on a worker thread, if it should be."""
         if summarizer is None or not self.should_draft(located):

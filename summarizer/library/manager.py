@@ -6,17 +6,16 @@ agent never has to drop anything itself. ``wrap(client)`` applies the same per c
 
 Every front door (``prepare``, ``wrap``, the proxy) hands the engine one ``Turn``, locates it
 once (``locate``/``alocate``), and settles it with ``compact``/``acompact``: its view unchanged
-when no compaction is due, else a compaction under the session's lock and lease. The engine's
-storage effects are performed here, in a worker thread for async callers.
+when no compaction is due, else a compaction under the session's lock and lease. Both run the
+one loop of ``library.settling``, each with its driver: its effects (storage, locks, leases,
+waits) are performed in the caller's thread, or off the event loop for async callers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from typing import Any
@@ -25,7 +24,7 @@ import openai
 
 from ..core.config import CompactionConfig
 from ..core.effects import Turn
-from ..core.errors import ConfigurationError, LeaseLost, StoreUnavailable
+from ..core.errors import ConfigurationError, StoreUnavailable
 from ..core.located import Located
 from ..core.messages import Message
 from ..core.results import CompactionEvent, PrepareResult, Trigger
@@ -34,9 +33,15 @@ from ..stores import Store, open_store
 from ..stores.effects import perform_store
 from .ahead import Drafts
 from .drive import drive_async, drive_sync
-from .effects import AsyncPerformer, AsyncSummarizer, Performer, SyncSummarizer
+from .effects import (
+    AsyncSettlingPerformer,
+    AsyncSummarizer,
+    SettlingPerformer,
+    SyncSummarizer,
+)
 from .engines import engine_for
-from .sessions import LEASE_POLL_S, LEASE_TTL_S, Lease, SessionLocks
+from .sessions import LEASE_TTL_S, SessionLocks
+from .settling import Settling, off_the_loop, settle
 from .shared_calibration import SharedCalibration
 from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 
@@ -192,54 +197,11 @@ class ContextManager:
     ) -> PrepareResult:
         """What to send for ``located``: its view when no compaction is due (and none is
         ``force``d), else a compaction, one per session at a time across threads and processes
-        sharing the store."""
-        draft, waited = None, 0.0
-        if force is None:
-            self.drafts.start(located, summarizer or self._sync)
-            if (done := self.ready(located)) is not None:
-                return done
-            if (pending := self.drafts.pending(located)) is not None:
-                if isinstance(pending, PrepareResult):
-                    return pending  # over the trigger but fits: its draft is on the way
-                draft, waited = self.drafts.wait(pending)
-        perform = Performer(self.store, summarizer or self._sync)
-        with self._locks.thread_lock(located.namespace, located.session):
-            while True:  # again only when the lease was lost (taken over) mid-compaction
-                lease = Lease(self.store, located.namespace, located.session, self.lease_ttl_s)
-                delay = LEASE_POLL_S[0]
-                while True:
-                    # Another thread or process may have compacted this session meanwhile.
-                    located = drive_sync(self.engine.refresh(located), perform)
-                    if force is None and (done := self.ready(located)) is not None:
-                        return done
-                    if lease.take():
-                        break
-                    time.sleep(delay)
-                    delay = min(delay * 2, LEASE_POLL_S[1])
-                perform.lease = lease
-                try:
-                    located = drive_sync(self.engine.refresh(located), perform)
-                    if force is None and (done := self.ready(located)) is not None:
-                        return done
-                    done = None
-                    if draft is not None:
-                        adopt, draft = self.engine.adopt(located, draft, waited_s=waited), None
-                        done = self.drafts.adopted(drive_sync(adopt, perform))
-                        if done is None:
-                            located = drive_sync(self.engine.refresh(located), perform)
-                    if done is None:
-                        steps = self.engine.steps(located, trigger=force or "threshold")
-                        done = drive_sync(steps, perform)
-                    if force is None and self.drafts.next_due(located, done):
-                        with contextlib.suppress(StoreUnavailable):  # else: at the next request
-                            now = drive_sync(self.engine.refresh(located), perform)
-                            self.drafts.start(now, summarizer or self._sync)
-                    return done
-                except LeaseLost:
-                    _log_lease_lost(located)
-                finally:
-                    perform.lease = None
-                    lease.release()
+        sharing the store (``library.settling``)."""
+        perform = SettlingPerformer(
+            self.store, summarizer or self._sync, drafts=self.drafts, locks=self._locks
+        )
+        return drive_sync(self._settle(located, force), perform)
 
     async def acompact(
         self,
@@ -250,57 +212,13 @@ class ContextManager:
     ) -> PrepareResult:
         """The async twin of ``compact``: storage and the engine's CPU work run in worker
         threads, summary calls on the event loop."""
-        draft, waited = None, 0.0
-        if force is None:
-            self.drafts.astart(located, summarizer or self._async)
-            if (done := self.ready(located)) is not None:
-                return done
-            if (pending := self.drafts.pending(located)) is not None:
-                if isinstance(pending, PrepareResult):
-                    return pending  # over the trigger but fits: its draft is on the way
-                draft, waited = await self.drafts.await_(pending)
-        perform = AsyncPerformer(self.store, summarizer or self._async)
-        async with self._locks.task_lock(located.namespace, located.session):
-            while True:  # again only when the lease was lost (taken over) mid-compaction
-                lease = Lease(self.store, located.namespace, located.session, self.lease_ttl_s)
-                delay = LEASE_POLL_S[0]
-                while True:
-                    # Another task or process may have compacted this session meanwhile.
-                    refresh = self.engine.refresh(located)
-                    located = await drive_async(refresh, perform, offload=True)
-                    if force is None and (done := self.ready(located)) is not None:
-                        return done
-                    if await asyncio.to_thread(lease.take):
-                        break
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, LEASE_POLL_S[1])
-                perform.lease = lease
-                try:
-                    refresh = self.engine.refresh(located)
-                    located = await drive_async(refresh, perform, offload=True)
-                    if force is None and (done := self.ready(located)) is not None:
-                        return done
-                    done = None
-                    if draft is not None:
-                        adopt, draft = self.engine.adopt(located, draft, waited_s=waited), None
-                        adopted = await drive_async(adopt, perform, offload=True)
-                        if (done := self.drafts.adopted(adopted)) is None:
-                            refresh = self.engine.refresh(located)
-                            located = await drive_async(refresh, perform, offload=True)
-                    if done is None:
-                        steps = self.engine.steps(located, trigger=force or "threshold")
-                        done = await drive_async(steps, perform, offload=True)
-                    if force is None and self.drafts.next_due(located, done):
-                        with contextlib.suppress(StoreUnavailable):  # else: at the next request
-                            refresh = self.engine.refresh(located)
-                            now = await drive_async(refresh, perform, offload=True)
-                            self.drafts.astart(now, summarizer or self._async)
-                    return done
-                except LeaseLost:
-                    _log_lease_lost(located)
-                finally:
-                    perform.lease = None
-                    await asyncio.to_thread(lease.release)
+        perform = AsyncSettlingPerformer(
+            self.store, summarizer or self._async, drafts=self.drafts, locks=self._locks
+        )
+        return await drive_async(self._settle(located, force), perform, offload=off_the_loop)
+
+    def _settle(self, located: Located, force: Trigger | None) -> Settling[PrepareResult]:
+        return settle(self.engine, located, force=force, lease_ttl_s=self.lease_ttl_s)
 
     # -- ahead of time (``prepare_ratio``) ---------------------------------------------------
 
@@ -354,14 +272,6 @@ class ContextManager:
 
     def _store_effect(self, effect: Any) -> Any:
         return perform_store(self.store, effect)
-
-
-def _log_lease_lost(located: Located) -> None:
-    logger.warning(
-        "the compaction lease of session %r was taken over while this process compacted it "
-        "(it stalled past its lease); its checkpoint was refused, looking again",
-        located.session,
-    )
 
 
 def _check_hooks(*, client: Any, store: Any, on_compaction: Any, summarizer: Any) -> None:

@@ -37,16 +37,33 @@ class Lease:
         self.token: int | None = None
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self._abandoned = False
+        self._guard = threading.Lock()
 
     def take(self) -> bool:
-        """Take the lease if nobody else holds it; start renewing it when taken."""
+        """Take the lease if nobody else holds it; start renewing it when taken (unless it was
+        ``abandon``ed meanwhile: then it is given up again, and False)."""
         token = self.store.try_lease(*self.key, self.owner, self.ttl_s)
         if token is None:
             return False
-        self.token = token
-        self._renewer = threading.Thread(target=self._renew, name="summarizer-lease", daemon=True)
-        self._renewer.start()
-        return True
+        with self._guard:
+            if not self._abandoned:
+                self.token = token
+                self._renewer = threading.Thread(
+                    target=self._renew, name="summarizer-lease", daemon=True
+                )
+                self._renewer.start()
+                return True
+        with contextlib.suppress(ValueError, StoreUnavailable):
+            self.store.release_lease(*self.key, self.owner)
+        return False
+
+    def abandon(self) -> None:
+        """Give the lease up whether or not a ``take`` still runs on another thread (its caller
+        was cancelled): one that ends later gives up what it took at once."""
+        with self._guard:
+            self._abandoned = True
+        self.release()
 
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl_s / 3):
