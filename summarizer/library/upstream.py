@@ -10,6 +10,7 @@ text): a failed summary, which the engine falls back from like any other.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -23,7 +24,6 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential_jitter,
 )
 
 from ..core.results import SummarizeCall, SummaryOutcome
@@ -103,17 +103,18 @@ def retry_after_seconds(exc: BaseException | None) -> float | None:
 
 
 class _Wait:
-    """Honour Retry-After (capped), else exponential backoff with jitter."""
-
-    def __init__(self) -> None:
-        self._backoff = wait_exponential_jitter(multiplier=0.5, max=8.0)
+    """Honour Retry-After (capped), else exponential backoff with jitter: ``0.5 * 2**(n-1)``
+    seconds plus up to 1 s of jitter before retry ``n``, at most 8 s (tenacity's
+    ``wait_exponential_jitter(multiplier=0.5, max=8.0)``, written out: its ``multiplier`` needs
+    tenacity 9.2, and the ``google-genai`` SDK of the dev extra holds tenacity below 9.2)."""
 
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         asked = retry_after_seconds(exc)
         if asked is not None:
             return max(0.0, min(asked, MAX_RETRY_AFTER_SECONDS))
-        return float(self._backoff(state))
+        backoff = 0.5 * 2.0 ** min(state.attempt_number - 1, 32) + random.uniform(0.0, 1.0)
+        return max(0.0, min(backoff, 8.0))
 
 
 def retry_policy(
