@@ -69,6 +69,7 @@ _CONTEXT_LENGTH_PHRASES = (
     "exceed context limit",  # Anthropic: "input length and `max_tokens` exceed context limit"
     "too many tokens",
     "input is too long",
+    "exceeds the maximum number of tokens",  # Gemini: "The input token count (N) exceeds ..."
 )
 
 

@@ -7,6 +7,9 @@ Routes:
 - ``POST /v1/responses``: OpenAI's Responses API, likewise (``responses_request``); a request whose
   history the provider keeps (``previous_response_id``) passes through, with a warning header;
   ``POST /v1/responses/compact`` is answered by the proxy for any model (``responses_compact``);
+- ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse``:
+  Google's Gemini API, likewise (``gemini_request``), the key in ``x-goog-api-key`` (or
+  ``?key=``, read as that header: ``gemini_key``);
 - ``GET /v1/summarizer/sessions/{id}``: a session's checkpoints, to its own credential only;
 - every other ``/v1/...`` route: passed through unchanged, streaming included (with
   ``[[models]]`` configured, a JSON body's ``model`` chooses the upstream, as on the routes above);
@@ -15,9 +18,11 @@ Routes:
 - with ``Settings.ui``, ``GET /ui`` and its JSON API ``/ui/api/...`` (see ``ui``);
 - the same paths without ``/v1`` (``/chat/completions``...): served as under ``/v1``
   (``routing.UnprefixedPaths``);
-- anything else, with any method (Gemini's paths among them, ``/v1/models/NAME:generateContent``
-  included, never forwarded): a JSON 404 in the path's API shape; a method a route above does
-  not take: a JSON 405 with ``Allow`` (see ``routing``).
+- anything else, with any method (Gemini's other paths among them, ``GET /v1beta/models``,
+  ``:countTokens``, ``/v1/models/NAME:generateContent``, never forwarded: the top-level
+  upstream may be another provider's, which must not receive a Google key): a JSON 404 in the
+  path's API shape; a method a route above does not take: a JSON 405 with ``Allow`` (see
+  ``routing``).
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ from .errors import (
     store_unavailable_response,
     unknown_path,
 )
+from .gemini_key import GeminiQueryKey
+from .gemini_request import serve_gemini
 from .headers import response_headers
 from .intake import (
     BodyTimeout,
@@ -75,6 +82,8 @@ from .ui import ui_routes
 from .websocket_refusal import RefuseWebSockets
 
 logger = logging.getLogger("summarizer.proxy")
+
+_EVERY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
 async def messages(request: Request) -> Response:
@@ -260,6 +269,8 @@ def _route_label(path: str) -> str:
         return "messages"
     if path == "/v1/responses":
         return "responses"
+    if path.startswith("/v1beta/models/"):
+        return "gemini"
     if path.startswith("/v1/summarizer/"):
         return "sessions"
     if path.startswith("/v1/"):
@@ -350,12 +361,9 @@ def create_app(
         StrictRoute("/v1/responses", responses, methods=["POST"]),
         StrictRoute("/v1/responses/compact", responses_compact, methods=["POST"]),
         StrictRoute("/v1/summarizer/sessions/{session:path}", session_checkpoints, methods=["GET"]),
+        Route("/v1beta/models/{target}", serve_gemini, methods=_EVERY_METHOD),
         *(ui_routes() if settings.ui else ()),
-        Route(
-            "/v1/{path:path}",
-            passthrough,
-            methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
-        ),
+        Route("/v1/{path:path}", passthrough, methods=_EVERY_METHOD),
         Route("/{path:path}", UnknownPath()),  # every method
     ]
     app = Starlette(
@@ -376,6 +384,8 @@ def create_app(
     app.add_middleware(RequestMetrics, state=state)
     # Every error written for a request, refusals included, takes its API's shape.
     app.add_middleware(ErrorShape)
+    # Outside the guard: a Gemini key given as ?key= is checked and used as the header.
+    app.add_middleware(GeminiQueryKey)
     # Outermost: /chat/completions, /responses, /messages... are served as under /v1.
     app.add_middleware(UnprefixedPaths)
     return app

@@ -26,10 +26,15 @@ class ManagedRequest(Protocol):
     """A parsed request of a context-managed API, as the exchange drives it: what the engine
     sees of it, the body to send for a result, and how its answers report usage."""
 
-    upstream_path: ClassVar[str]
-    """The upstream route, after the upstream's base URL (``/chat/completions``)."""
+    @property
+    def upstream_path(self) -> str:
+        """The upstream route, after the upstream's base URL (``/chat/completions``; a class
+        attribute, or per request where the URL names the model, as Gemini's does)."""
+        ...
+
     api: ClassVar[str]
-    """Whose API it is: ``"openai"`` or ``"anthropic"`` (how an upstream key is sent)."""
+    """Whose API it is: ``"openai"``, ``"anthropic"`` or ``"gemini"`` (how an upstream key is
+    sent)."""
     rewrites_answers: ClassVar[bool]
     """Whether ``rewrite_answer`` may write a whole answer anew: it is then read exactly."""
     raw: bytes

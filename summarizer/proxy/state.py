@@ -40,6 +40,9 @@ logger = logging.getLogger("summarizer.proxy")
 LOCATING_THREADS = 4
 """Lane requests located at once (each one's locating is short; more wait their turn)."""
 
+_KEY_HEADERS = {"anthropic": "x-api-key", "gemini": "x-goog-api-key"}
+"""The header a route's upstream key goes in, by API (any other: ``Authorization: Bearer``)."""
+
 # Headers of the client's request that a summary call does not reuse: the SDK sets its own.
 _NOT_FOR_SUMMARY = ("content-type", "accept", "accept-encoding", "user-agent")
 
@@ -184,14 +187,15 @@ class ProxyState:
     ) -> list[tuple[str, str]]:
         """The client's headers as sent to ``route``'s upstream (the top-level one by default):
         the credential replaced when the route has a key (as ``x-api-key`` for the Anthropic
-        API, else ``Authorization``), this proxy's hop added to ``Via``."""
+        API, ``x-goog-api-key`` for Gemini's, else ``Authorization``), this proxy's hop added to
+        ``Via``."""
         key = (route or self.routes.default).api_key
         return request_headers(
             headers.items(),
             upstream_api_key=key.get_secret_value() if key is not None else None,
             drop=drop,
             via=f"1.1 {self.hop_name}",
-            key_header="x-api-key" if api == "anthropic" else "authorization",
+            key_header=_KEY_HEADERS.get(api, "authorization"),
         )
 
     def upstream_failure(
