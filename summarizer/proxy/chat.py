@@ -270,7 +270,7 @@ class ChatExchange:
         """A stream begun before its compaction ended: keepalives, then the upstream's events."""
         interval = self.state.settings.keepalive_interval
         while not task.done():
-            yield sse.comment("summarizer: compacting the conversation")
+            yield self.chat.comment_event(sse.comment("summarizer: compacting the conversation"))
             await asyncio.wait({task}, timeout=interval)
         try:
             failed = task.result()
@@ -288,7 +288,7 @@ class ChatExchange:
         if failed is not None:
             yield error_event(json.loads(bytes(failed.body)))
             return
-        yield truth_comment(self.context.result)
+        yield self.chat.comment_event(truth_comment(self.context.result))
         response, content = await self.send_with_retry()
         if (
             isinstance(response, httpx2.Response)

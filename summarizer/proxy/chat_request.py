@@ -77,6 +77,11 @@ class ManagedRequest(Protocol):
         """Rewrites each event of a streamed answer for ``result`` (None: relayed as is)."""
         ...
 
+    def comment_event(self, comment: bytes) -> bytes:
+        """What the client is sent for an SSE comment of the proxy's own (the keepalives and
+        the outcome line of a stream opened before its compaction ended)."""
+        ...
+
 
 @dataclass
 class ParsedRequest:
@@ -103,6 +108,10 @@ class ParsedRequest:
     def event_rewriter(self, result: PrepareResult | None) -> Callable[[bytes], bytes] | None:
         """Rewrites a streamed answer's events; by default they are relayed as written."""
         return None
+
+    def comment_event(self, comment: bytes) -> bytes:
+        """An SSE comment of the proxy's own, as the client is sent it: by default, as is."""
+        return comment
 
 
 def json_object_body(raw: bytes) -> dict[str, Any] | Response:

@@ -127,6 +127,12 @@ class GeminiRequest(ParsedRequest):
         assert data is not None
         return prompt_usage(data.get("usageMetadata"))
 
+    def comment_event(self, comment: bytes) -> bytes:
+        """A blank line instead of an SSE comment: the Gemini SDKs read a line that is neither
+        ``data:`` nor blank as a JSON chunk (Python) or stall on it (JavaScript), and skip
+        blank lines. Such a stream's outcome is not said beyond its headers (``pending``)."""
+        return b"\n"
+
 
 @dataclass
 class _SummaryWire:

@@ -7,9 +7,12 @@ content of one text part and, when there are tools, ``toolConfig`` allowing no c
 NONE``). The prefix Gemini cached implicitly for the previous request serves this one too.
 
 Its ``generationConfig`` is the client's without what would bind or stretch the summary
-(structured output, several candidates, stop sequences, thought text): ``maxOutputTokens`` is the
-summary cap plus room for thinking, which Gemini counts within it (the ``thinkingBudget`` when the
-client fixes one, else ``THINKING_ALLOWANCE``).
+(structured output, several candidates, stop sequences, thought text). Gemini counts thinking
+within ``maxOutputTokens``, so when the client configures thinking (``thinkingConfig``) the summary
+gets a fixed thinking budget, the client's own ``thinkingBudget`` or ``THINKING_BUDGET`` (instead
+of a ``thinkingLevel``, which cannot go with a budget), and ``maxOutputTokens`` is the summary cap
+plus that budget; without ``thinkingConfig`` it is the summary cap, as the client leaves thinking
+to the model's default.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from ..core.results import SummaryOutcome
 from .body import json_object
 from .messages_summary import summary_cap, tokens
 
-THINKING_ALLOWANCE = 8192
-"""Output tokens added to a summary's cap for the model's thinking when its budget is not fixed
-(Gemini 2.5 and 3 think by default, within ``maxOutputTokens``)."""
+THINKING_BUDGET = 1024
+"""The thinking budget of a summary request when the client thinks without a fixed budget
+(``thinkingLevel``, or the dynamic ``thinkingBudget: -1``)."""
 
 _NOT_COPIED = frozenset(
     {"contents", "toolConfig", "tool_config", "generationConfig", "generation_config"}
@@ -67,17 +70,14 @@ def gemini_summary_body(
         else {}
     )
     thinking = config.pop("thinkingConfig", config.pop("thinking_config", None))
-    allowance = THINKING_ALLOWANCE
+    cap = summary_cap(chat_body)
     if isinstance(thinking, Mapping):
         budget = thinking.get("thinkingBudget", thinking.get("thinking_budget"))
-        if type(budget) is int and budget >= 0:
-            allowance = budget
-        kept = {
-            k: v for k, v in thinking.items() if k not in ("includeThoughts", "include_thoughts")
-        }
-        if kept:
-            config["thinkingConfig"] = kept
-    config["maxOutputTokens"] = summary_cap(chat_body) + allowance
+        if type(budget) is not int or budget < 0:
+            budget = THINKING_BUDGET
+        config["thinkingConfig"] = {"thinkingBudget": budget}
+        cap += budget
+    config["maxOutputTokens"] = cap
     body["generationConfig"] = config
     if client.get("tools"):
         body["toolConfig"] = {"functionCallingConfig": {"mode": "NONE"}}

@@ -74,17 +74,20 @@ def finish_reason_for(answer: Answer) -> str:
 
 
 def usage_metadata(
-    prompt_tokens: int, cached_tokens: int, completion_tokens: int
+    prompt_tokens: int, cached_tokens: int, completion_tokens: int, thoughts: int = 0
 ) -> dict[str, Any]:
     """A response's ``usageMetadata`` (``cachedContentTokenCount`` only when part of the prompt
-    came from the cache, as Gemini reports it)."""
+    came from the cache, ``thoughtsTokenCount`` only when the model thought, as Gemini reports
+    them)."""
     usage: dict[str, Any] = {
         "promptTokenCount": prompt_tokens,
         "candidatesTokenCount": completion_tokens,
-        "totalTokenCount": prompt_tokens + completion_tokens,
+        "totalTokenCount": prompt_tokens + completion_tokens + thoughts,
     }
     if cached_tokens:
         usage["cachedContentTokenCount"] = cached_tokens
+    if thoughts:
+        usage["thoughtsTokenCount"] = thoughts
     return usage
 
 

@@ -6,10 +6,11 @@ A request, step by step: parse and validate it (``gemini_chat.invalid_gemini_req
 that the function calls of the current turn carry the thought signatures they were answered with
 (``gemini_chat.missing_signature``, Gemini 3's rule when thinking is on), translate it to the
 Chat Completions body the responders read (``gemini_chat.gemini_chat_body``; the model is the
-URL's), apply an injected fault (matched on that translation), count the prompt and its cached
-prefix as a chat completion's (``accounting.account_prompt``: Gemini's implicit caching, reported
-as ``cachedContentTokenCount``), reject a prompt over the context window like Gemini does (the
-reply is not counted), take the next scripted reply (or ask the responder), record the request
+URL's; a fixed ``thinkingBudget`` is spent thinking, within ``maxOutputTokens``), apply an
+injected fault (matched on that translation), count the prompt and its cached prefix as a chat
+completion's (``accounting.account_prompt``: Gemini's implicit caching, reported as
+``cachedContentTokenCount``), reject a prompt over the context window like Gemini does (the reply
+is not counted), take the next scripted reply (or ask the responder), record the request
 (``api="gemini"``, its Gemini body), then answer as one ``GenerateContentResponse`` or as a
 stream (``gemini_answers``).
 
@@ -122,7 +123,9 @@ def generate_content(
         signed=thinking is not None,
         ids=[spec.id for spec in reply.tool_calls],
     )
-    usage = usage_metadata(prompt.tokens, prompt.cached_tokens, answer.completion_tokens)
+    cap = _get(config, "maxOutputTokens", "max_output_tokens")
+    thoughts = cap - limit if isinstance(cap, int) and isinstance(limit, int) else 0
+    usage = usage_metadata(prompt.tokens, prompt.cached_tokens, answer.completion_tokens, thoughts)
     if fault is not None and fault.kind == "bad_usage":
         usage["promptTokenCount"] = fault.prompt_tokens
     handler._record(

@@ -11,12 +11,15 @@ server's own token accounting), and nothing else.
   its ``functionCall`` parts ``tool_calls`` (``arguments``: the ``args`` as JSON; ``id``: the
   call's own, else ``gemini:<content>:<part>``); any other part counts as a non-text part;
 - a ``user`` content -> a ``tool`` message per ``functionResponse`` part (paired with the
-  latest model content's calls by ``id``, else by name; ``content``: the response as JSON),
+  latest model content's calls by ``id``, else by name; ``content``: the response's lone
+  ``output`` or ``error`` string, else its JSON),
   then a user message of its other parts (text joined; images and files as parts);
 - ``tools``' ``functionDeclarations`` -> function tools;
 - ``toolConfig.functionCallingConfig.mode`` ``NONE`` / ``AUTO`` / ``ANY`` -> ``tool_choice``
   ``"none"`` / ``"auto"`` / ``"required"`` (the proxy's summary requests say ``NONE``);
-- ``generationConfig.maxOutputTokens`` -> ``max_tokens``; the model comes from the URL.
+- ``generationConfig.maxOutputTokens`` -> ``max_tokens``, less a fixed
+  ``thinkingConfig.thinkingBudget`` (the test model spends all of it thinking, within the cap, as
+  Gemini counts thoughts); the model comes from the URL.
 
 :func:`invalid_gemini_request` is the server's validation (Google's messages), and
 :func:`missing_signature` Gemini 3's rule that the function calls of the current turn come back
@@ -74,6 +77,16 @@ def _user_parts(parts: list[Mapping[str, Any]]) -> str | list[dict[str, Any]]:
     return out
 
 
+def _result_text(result: Any) -> str:
+    """A function response as a tool message's content: its ``output`` (or ``error``) when
+    that is all it holds, else its JSON."""
+    if isinstance(result, Mapping) and len(result) == 1:
+        (value,) = result.values()
+        if isinstance(value, str) and ("output" in result or "error" in result):
+            return value
+    return json.dumps(result, ensure_ascii=False)
+
+
 def gemini_chat_body(body: Mapping[str, Any], model: str) -> dict[str, Any]:
     """The Chat Completions body a generateContent request ``body`` (to ``model``) reads as (see
     the module docstring); tolerant of malformed parts, which it skips."""
@@ -124,7 +137,7 @@ def gemini_chat_body(body: Mapping[str, Any], model: str) -> dict[str, Any]:
                 {
                     "role": "tool",
                     "tool_call_id": match[0] if match else str(response.get("name")),
-                    "content": json.dumps(response.get("response"), ensure_ascii=False),
+                    "content": _result_text(response.get("response")),
                 }
             )
         if rest:
@@ -133,8 +146,15 @@ def gemini_chat_body(body: Mapping[str, Any], model: str) -> dict[str, Any]:
     config = _get(body, "generationConfig", "generation_config")
     if isinstance(config, Mapping):
         cap = _get(config, "maxOutputTokens", "max_output_tokens")
+        thinking = _get(config, "thinkingConfig", "thinking_config")
+        budget = (
+            _get(thinking, "thinkingBudget", "thinking_budget")
+            if isinstance(thinking, Mapping)
+            else None
+        )
         if isinstance(cap, int):
-            chat["max_tokens"] = cap
+            spent = budget if isinstance(budget, int) and budget > 0 else 0
+            chat["max_tokens"] = max(0, cap - spent)
         if isinstance(config.get("temperature"), (int, float)):
             chat["temperature"] = config["temperature"]
     tools = [
