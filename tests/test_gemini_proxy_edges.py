@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from google import genai
 from google.genai import errors, types
 
 from summarizer.proxy import ProxyServer
@@ -115,6 +116,21 @@ def test_a_malformed_request_gets_googles_400_and_goes_nowhere(
     assert (error["code"], error["status"]) == (400, "INVALID_ARGUMENT")
     assert says in error["message"]
     assert not upstream.requests
+
+
+def test_the_python_sdks_default_version_is_served_too(
+    upstream: TestUpstream, proxy: ProxyServer
+) -> None:
+    client = genai.Client(api_key=KEY, http_options=types.HttpOptions(base_url=root(proxy)))
+    answer = client.models.generate_content(model=MODEL, contents="hi")
+    assert answer.text == "ok"
+    assert answer.sdk_http_response and answer.sdk_http_response.headers
+    assert answer.sdk_http_response.headers["x-summarizer-compacted"] == "false"
+    # The SDK asked under /v1; the proxy's upstream route is Google's v1beta.
+    assert upstream.requests[-1].path == f"/v1beta/models/{MODEL}:generateContent"
+    # Any other path under /v1/models (an OpenAI model's) still passes through.
+    httpx2.get(f"{proxy.base_url}/models/test-model", headers={"x-goog-api-key": KEY})
+    assert upstream.requests[-1].path == "/v1beta/models/test-model"
 
 
 def test_the_sdk_raises_on_googles_400(upstream: TestUpstream, proxy: ProxyServer) -> None:

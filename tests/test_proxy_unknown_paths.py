@@ -50,7 +50,7 @@ def send(proxy: ProxyServer, method: str, path: str, **kwargs: Any) -> httpx2.Re
         ("POST", "/v1beta/tunedModels/my-model:generateContent"),
         ("GET", "/v1beta/models"),
         ("POST", "/v1alpha/models/gemini-x:countTokens"),
-        ("POST", "/v1/models/gemini-2.5-pro:generateContent"),
+        ("POST", "/v1/models/gemini-2.5-pro:embedContent"),
     ],
 )
 def test_gemini_paths_get_googles_404_and_are_not_forwarded(

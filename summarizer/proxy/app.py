@@ -7,9 +7,10 @@ Routes:
 - ``POST /v1/responses``: OpenAI's Responses API, likewise (``responses_request``); a request whose
   history the provider keeps (``previous_response_id``) passes through, with a warning header;
   ``POST /v1/responses/compact`` is answered by the proxy for any model (``responses_compact``);
-- ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse``:
-  Google's Gemini API, likewise (``gemini_request``), the key in ``x-goog-api-key`` (or
-  ``?key=``, read as that header: ``gemini_key``);
+- ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse`` (and
+  the same under ``/v1``, the Python SDK's default version): Google's Gemini API, likewise
+  (``gemini_request``), the key in ``x-goog-api-key`` (or ``?key=``, read as that header:
+  ``gemini_key``);
 - ``GET /v1/summarizer/sessions/{id}``: a session's checkpoints, to its own credential only;
 - every other ``/v1/...`` route: passed through unchanged, streaming included (with
   ``[[models]]`` configured, a JSON body's ``model`` chooses the upstream, as on the routes above);
@@ -59,7 +60,7 @@ from .errors import (
     unknown_path,
 )
 from .gemini_key import GeminiQueryKey
-from .gemini_request import serve_gemini
+from .gemini_request import GeminiRoute, serve_gemini
 from .headers import response_headers
 from .intake import (
     BodyTimeout,
@@ -269,7 +270,7 @@ def _route_label(path: str) -> str:
         return "messages"
     if path == "/v1/responses":
         return "responses"
-    if path.startswith("/v1beta/models/"):
+    if is_gemini_path(path):
         return "gemini"
     if path.startswith("/v1/summarizer/"):
         return "sessions"
@@ -361,7 +362,8 @@ def create_app(
         StrictRoute("/v1/responses", responses, methods=["POST"]),
         StrictRoute("/v1/responses/compact", responses_compact, methods=["POST"]),
         StrictRoute("/v1/summarizer/sessions/{session:path}", session_checkpoints, methods=["GET"]),
-        Route("/v1beta/models/{target}", serve_gemini, methods=_EVERY_METHOD),
+        GeminiRoute("/v1beta/models/{target}", serve_gemini, methods=_EVERY_METHOD),
+        GeminiRoute("/v1/models/{target}", serve_gemini, methods=_EVERY_METHOD),
         *(ui_routes() if settings.ui else ()),
         Route("/v1/{path:path}", passthrough, methods=_EVERY_METHOD),
         Route("/{path:path}", UnknownPath()),  # every method

@@ -4,10 +4,11 @@
   "param", "code"}}``;
 - Anthropic (``/v1/messages`` and below): ``{"type": "error", "error": {"type", "message"}}``, the
   type named by status as Anthropic does (``invalid_request_error``, ``rate_limit_error``...);
-- Google (Gemini's paths: ``/v1beta/...``, where the proxy serves ``generateContent`` and
-  ``:streamGenerateContent``, ``/v1alpha/...``, ``/v1/models/NAME:generateContent`` and the other
-  Gemini methods): ``{"error": {"code", "message", "status"}}``, the status named as Google does
-  (``INVALID_ARGUMENT``, ``NOT_FOUND``, ``UNAUTHENTICATED``...).
+- Google (Gemini's paths: ``/v1beta/...``, ``/v1alpha/...``, and the Gemini methods on a model
+  under ``/v1``, ``/v1/models/NAME:generateContent`` among them; the proxy serves
+  ``generateContent`` and ``streamGenerateContent``): ``{"error": {"code", "message",
+  "status"}}``, the status named as Google does (``INVALID_ARGUMENT``, ``NOT_FOUND``,
+  ``UNAUTHENTICATED``...).
 
 Which one is chosen per request by ``ErrorShape`` (plain ASGI middleware, from the path) through a
 context variable, so every error this proxy writes for a request (a refusal in a middleware, an
@@ -153,7 +154,7 @@ def unknown_path(path: str) -> Response:
         message = (
             f"Unknown path {path}: this summarizer proxy serves Google's Gemini API only as "
             "POST /v1beta/models/MODEL:generateContent and :streamGenerateContent?alt=sse "
-            "(besides the OpenAI and Anthropic APIs)."
+            "(or under /v1), besides the OpenAI and Anthropic APIs."
         )
         return error_response(404, message, code="not_found")
     return error_response(404, f"Unknown path {path}.", code="not_found")

@@ -26,6 +26,8 @@ from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from ..core.codecs import Decoded
 from ..core.codecs.gemini import GeminiCodec
@@ -205,10 +207,23 @@ def parse_gemini_request(
     )
 
 
+class GeminiRoute(Route):
+    """A route of Gemini's two generate methods on a model (``.../models/{target}``): any other
+    path under it (``:countTokens``, an OpenAI model's ``/v1/models/{id}``) is not its own and
+    goes on to the next route; a method other than POST gets a 405 here."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        """A full match for a generate method's path, whatever the HTTP method; else none."""
+        if not str(scope.get("path", "")).endswith((f":{GENERATE}", f":{STREAM}")):
+            return Match.NONE, {}
+        match, child_scope = super().matches(scope)
+        return (Match.FULL if match is Match.PARTIAL else match), child_scope
+
+
 async def serve_gemini(request: Request) -> Response:
     """``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse``
-    (Google's Gemini API), context-managed like chat completions; any other method on a model
-    (``:countTokens``, ``:embedContent``...) or the model itself: 404, never forwarded."""
+    (Google's Gemini API; under ``/v1`` too, forwarded to the same upstream route),
+    context-managed like chat completions."""
     model, _, method = request.path_params["target"].rpartition(":")
     if not model or method not in (GENERATE, STREAM):
         return unknown_path(request.url.path)
