@@ -226,3 +226,51 @@ def test_a_stream_without_alt_sse_is_a_json_array(upstream: TestUpstream) -> Non
     assert isinstance(chunks, list) and len(chunks) > 1
     assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
     assert signature_for("x", {}) != signature_for("y", {})
+
+
+def test_googles_dummy_signatures_are_accepted(upstream: TestUpstream) -> None:
+    contents = [
+        {"role": "user", "parts": [{"text": "Read a"}]},
+        {
+            "role": "model",
+            "parts": [
+                {
+                    "functionCall": {"name": "read_file", "args": {"path": "a"}},
+                    "thoughtSignature": "skip_thought_signature_validator",
+                }
+            ],
+        },
+        {"role": "user", "parts": [{"functionResponse": {"name": "read_file", "response": {}}}]},
+    ]
+    body = {"contents": contents, "generationConfig": {"thinkingConfig": {}}}
+    answer = httpx2.post(f"{upstream.root_url}/v1beta/models/{MODEL}:generateContent", json=body)
+    assert answer.status_code == 200
+    contents[1]["parts"][0]["thoughtSignature"] = "c2tpcA=="
+    refused = httpx2.post(f"{upstream.root_url}/v1beta/models/{MODEL}:generateContent", json=body)
+    assert refused.status_code == 400 and "Corrupted" in refused.json()["error"]["message"]
+
+
+def test_calls_must_be_answered_one_for_one(upstream: TestUpstream) -> None:
+    result = {"functionResponse": {"name": "read_file", "response": {"output": "A"}}}
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "Read a"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "read_file", "args": {}}}]},
+            {"role": "user", "parts": [result, result]},
+        ]
+    }
+    answer = httpx2.post(f"{upstream.root_url}/v1beta/models/{MODEL}:generateContent", json=body)
+    assert answer.status_code == 400
+    assert "number of function response parts" in answer.json()["error"]["message"]
+    body["contents"][2]["parts"] = [result]
+    answer = httpx2.post(f"{upstream.root_url}/v1beta/models/{MODEL}:generateContent", json=body)
+    assert answer.status_code == 200
+
+
+def test_the_generate_methods_are_served_under_v1_too(upstream: TestUpstream) -> None:
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    answer = httpx2.post(f"{upstream.base_url}/models/{MODEL}:generateContent", json=body)
+    assert answer.status_code == 200 and upstream.requests[-1].api == "gemini"
+    assert answer.json()["candidates"][0]["content"]["parts"] == [{"text": "ok"}]
+    # An OpenAI model's own route is unchanged.
+    assert httpx2.get(f"{upstream.base_url}/models/test-model").json()["id"] == "test-model"

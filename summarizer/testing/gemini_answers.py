@@ -137,12 +137,13 @@ def stream_chunks(
     yield response_body(response_id, model, last, finish_reason, usage)
 
 
-_EMPTY = {"string": "test", "integer": 1, "number": 1, "boolean": False, "null": None}
+_EMPTY = {"string": "test", "integer": 0, "number": 0, "boolean": False, "null": None}
 
 
 def schema_instance(schema: Any) -> Any:
     """A value valid against a (Gemini or JSON) schema: every property of an object (required
-    or not), an array's ``minItems`` items, an enum's first value, a number's minimum."""
+    or not), an array's ``minItems`` items, an enum's first value, a number's minimum (else 0:
+    Gemini CLI's loop check reads a confidence, which must not say "stuck"), ``"test"``."""
     if not isinstance(schema, Mapping):
         return {}
     if isinstance(schema.get("enum"), list) and schema["enum"]:

@@ -2,8 +2,9 @@
 ``:streamGenerateContent`` (``?alt=sse``: server-sent events; without it, a JSON array of the same
 chunks, as Google answers).
 
-A request, step by step: parse and validate it (``gemini_chat.invalid_gemini_request``), check
-that the function calls of the current turn carry the thought signatures they were answered with
+A request, step by step: parse and validate it (``gemini_chat.invalid_gemini_request``; each
+turn's calls answered one for one: ``gemini_chat.unanswered_calls``), check that the function
+calls of the current turn carry the thought signatures they were answered with
 (``gemini_chat.missing_signature``, Gemini 3's rule when thinking is on), translate it to the
 Chat Completions body the responders read (``gemini_chat.gemini_chat_body``; the model is the
 URL's; a fixed ``thinkingBudget`` is spent thinking, within ``maxOutputTokens``), apply an
@@ -39,7 +40,12 @@ from .gemini_answers import (
     stream_chunks,
     usage_metadata,
 )
-from .gemini_chat import gemini_chat_body, invalid_gemini_request, missing_signature
+from .gemini_chat import (
+    gemini_chat_body,
+    invalid_gemini_request,
+    missing_signature,
+    unanswered_calls,
+)
 from .injection import answer_fault
 from .responders import Reply
 from .transport import _Exchange
@@ -78,7 +84,7 @@ def generate_content(
     except (UnicodeDecodeError, ValueError):
         _fail(handler, 400, None, "Invalid JSON payload received.", stream=stream)
         return
-    invalid = invalid_gemini_request(body) or missing_signature(body)
+    invalid = invalid_gemini_request(body) or unanswered_calls(body) or missing_signature(body)
     if invalid is not None:
         _fail(handler, 400, body, invalid, stream=stream)
         return

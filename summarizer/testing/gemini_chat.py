@@ -21,9 +21,11 @@ server's own token accounting), and nothing else.
   ``thinkingConfig.thinkingBudget`` (the test model spends all of it thinking, within the cap, as
   Gemini counts thoughts); the model comes from the URL.
 
-:func:`invalid_gemini_request` is the server's validation (Google's messages), and
-:func:`missing_signature` Gemini 3's rule that the function calls of the current turn come back
-with the thought signatures they were answered with (:func:`signature_for`).
+:func:`invalid_gemini_request` is the server's validation (Google's messages),
+:func:`unanswered_calls` Gemini's rule that a turn's function calls are answered one for one by
+the next content, and :func:`missing_signature` Gemini 3's rule that the function calls of the
+current turn come back with the thought signatures they were answered with
+(:func:`signature_for`, or a dummy one).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "invalid_gemini_request",
     "missing_signature",
     "signature_for",
+    "unanswered_calls",
 ]
 
 _MODES = {"NONE": "none", "AUTO": "auto", "ANY": "required", "VALIDATED": "auto"}
@@ -209,6 +212,38 @@ def invalid_gemini_request(body: Any) -> str | None:
     return None
 
 
+DUMMY_SIGNATURES = frozenset(
+    {"skip_thought_signature_validator", "context_engineering_is_the_way_to_go"}
+)
+"""The signatures Google documents for function calls a model did not sign (history carried over
+from elsewhere): accepted without validation. Gemini CLI puts the first on calls it resumes."""
+
+
+def unanswered_calls(body: Mapping[str, Any]) -> str | None:
+    """Gemini's refusal of a request where a model content's function calls are not answered
+    one for one by the content right after it (when one follows); None otherwise."""
+    contents = [c for c in body.get("contents") or () if isinstance(c, Mapping)]
+    for index, content in enumerate(contents[:-1]):
+        calls = _count(content, "functionCall", "function_call")
+        if content.get("role") == "model" and calls:
+            answered = _count(contents[index + 1], "functionResponse", "function_response")
+            if answered != calls:
+                return (
+                    "Please ensure that the number of function response parts is equal to the "
+                    "number of function call parts of the function call turn."
+                )
+    return None
+
+
+def _count(content: Mapping[str, Any], camel: str, snake: str) -> int:
+    parts = content.get("parts")
+    return sum(
+        1
+        for part in (parts if isinstance(parts, list) else ())
+        if isinstance(part, Mapping) and _get(part, camel, snake) is not None
+    )
+
+
 def signature_for(name: Any, args: Any) -> str:
     """The thought signature the test model gives a function call (and checks it comes back
     with): a digest of the call, base64."""
@@ -231,7 +266,8 @@ def _bytes(signature: Any) -> bytes | None:
 def missing_signature(body: Mapping[str, Any]) -> str | None:
     """Gemini 3's refusal of a request with thinking on whose current turn (the contents after
     the last user text) has a step whose first function call lacks the signature it was answered
-    with, or any call with a signature that is not its own; None when all are there."""
+    with, or any call with a signature that is neither its own nor one of Google's dummy ones
+    (``DUMMY_SIGNATURES``); None when all are there."""
     contents = [c for c in body.get("contents") or () if isinstance(c, Mapping)]
     config = _get(body, "generationConfig", "generation_config")
     thinking = isinstance(config, Mapping) and (
@@ -257,7 +293,9 @@ def missing_signature(body: Mapping[str, Any]) -> str | None:
             signature = _get(part, "thoughtSignature", "thought_signature")
             where = f"contents[{index}].parts[{number}]"
             expected = signature_for(call.get("name"), call.get("args"))
-            if signature is not None and _bytes(signature) != _bytes(expected):
+            if signature in DUMMY_SIGNATURES:
+                pass  # Google's documented way to carry calls no model signed
+            elif signature is not None and _bytes(signature) != _bytes(expected):
                 return f"Corrupted thought signature at {where}."
             if thinking and first and index > turn_start and signature is None:
                 return (

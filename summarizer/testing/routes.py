@@ -3,7 +3,8 @@
 ``POST /v1/chat/completions``, ``POST /v1/embeddings``, the Responses API (``POST
 /v1/responses``, ``POST /v1/responses/compact``, ``GET /v1/responses/{id}``), Anthropic's
 ``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` and Google's ``POST
-/v1beta/models/{model}:generateContent`` and ``:streamGenerateContent`` go to their own modules
+/v1beta/models/{model}:generateContent`` and ``:streamGenerateContent`` (also under ``/v1``, as
+Google serves them, so a proxy whose upstream is ``.../v1`` reaches them) go to their own modules
 (``chat``, ``embeddings``, ``responses_api``, ``messages_api``, ``gemini_api``); ``GET
 /v1/models`` and ``GET /v1/models/{id}`` are answered here; anything else is a 404 with OpenAI's
 error body (Google's under ``/v1beta``). Each request is recorded with its API (``"chat"``,
@@ -44,7 +45,7 @@ class _Handler(_Exchange):
             else "messages"
             if path.startswith("/v1/messages")
             else "gemini"
-            if path.startswith("/v1beta/")
+            if path.startswith("/v1beta/") or _gemini_method(path) is not None
             else "chat"
         )
         try:
@@ -64,6 +65,8 @@ class _Handler(_Exchange):
                 count_tokens(self, raw)
             elif self.command == "POST" and path.startswith(GEMINI_PREFIX):
                 self._gemini(path.removeprefix(GEMINI_PREFIX), raw)
+            elif self.command == "POST" and (rest := _gemini_method(path)) is not None:
+                self._gemini(rest, raw)
             elif self.command == "GET" and path == "/v1/models":
                 self._models()
             elif self.command == "GET" and path.startswith("/v1/models/"):
@@ -108,6 +111,15 @@ class _Handler(_Exchange):
     @staticmethod
     def _model_object(model_id: str) -> dict[str, Any]:
         return {"id": model_id, "object": "model", "created": 1_700_000_000, "owned_by": "system"}
+
+
+def _gemini_method(path: str) -> str | None:
+    """``{model}:{method}`` of a Gemini method under ``/v1/models/`` (None for any other path,
+    an OpenAI model's ``/v1/models/{id}`` included)."""
+    rest = path.removeprefix("/v1/models/")
+    if rest == path or ":" not in rest:
+        return None
+    return rest if rest.rpartition(":")[2] in ("generateContent", "streamGenerateContent") else None
 
 
 def _parse_or_none(raw: bytes) -> Any:
