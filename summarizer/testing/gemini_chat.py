@@ -199,7 +199,7 @@ def invalid_gemini_request(body: Any) -> str | None:
     for index, content in enumerate(contents):
         if not isinstance(content, Mapping):
             return f"Invalid value at 'contents[{index}]': expected an object."
-        role = content.get("role", "user")
+        role = content.get("role") or "user"
         if role not in ("user", "model", "function"):
             return f"Please use a valid role: user, model. Got {role!r} at contents[{index}]."
         parts = content.get("parts")

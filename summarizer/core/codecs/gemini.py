@@ -131,7 +131,7 @@ class _Decoder:
         where = f"contents[{index}]"
         if not isinstance(item, Mapping):
             raise InvalidConversation(f"{where}: must be an object", param=where)
-        role = item.get("role", "user")
+        role = item.get("role") or "user"
         if role not in ("user", "model", "function"):
             raise InvalidConversation(
                 f"{where}.role: must be 'user' or 'model', got {role!r}", param=f"{where}.role"
