@@ -43,11 +43,14 @@ def send(proxy: ProxyServer, method: str, path: str, **kwargs: Any) -> httpx2.Re
 @pytest.mark.parametrize(
     ("method", "path"),
     [
-        ("POST", "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"),
-        ("POST", "/v1beta/models/gemini-2.5-pro:generateContent"),
+        # Only generateContent and its stream are served (tests/test_gemini_proxy.py).
+        ("POST", "/v1beta/models/gemini-2.5-pro:countTokens"),
+        ("POST", "/v1beta/models/gemini-2.5-pro:embedContent"),
+        ("GET", "/v1beta/models/gemini-2.5-pro"),
+        ("POST", "/v1beta/tunedModels/my-model:generateContent"),
         ("GET", "/v1beta/models"),
         ("POST", "/v1alpha/models/gemini-x:countTokens"),
-        ("POST", "/v1/models/gemini-2.5-pro:generateContent"),
+        ("POST", "/v1/models/gemini-2.5-pro:embedContent"),
     ],
 )
 def test_gemini_paths_get_googles_404_and_are_not_forwarded(
@@ -137,6 +140,17 @@ def test_routes_still_served_keep_their_methods(upstream: TestUpstream, proxy: P
         json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]},
     )
     assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["content"] == "ok"
+
+
+def test_a_wrong_method_on_a_gemini_route_gets_googles_405(
+    upstream: TestUpstream, proxy: ProxyServer
+) -> None:
+    before = len(upstream.requests)
+    answer = send(proxy, "GET", "/v1beta/models/gemini-2.5-pro:generateContent")
+    assert answer.status_code == 405 and answer.headers["allow"] == "POST"
+    error = answer.json()["error"]
+    assert (error["code"], error["status"]) == (405, "UNIMPLEMENTED")
+    assert len(upstream.requests) == before
 
 
 def test_a_refusal_on_a_gemini_path_takes_googles_shape(start_proxy: ProxyFactory) -> None:

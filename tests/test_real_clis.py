@@ -1,9 +1,10 @@
 """The real coding-agent CLIs, unchanged, through the proxy (``.ci/run``'s real-CLI stage).
 
-Claude Code and Codex CLI from npm (pinned in ``tests/agent-clis/package.json``; ``.ci/run``
-installs them there) run real tool-using sessions through ``summarizer``'s proxy in front of the
-test upstream, whose tool script makes them call their own tools (Claude Code's Bash, Read,
-Write and Edit; Codex's shell and apply_patch), so the tools really run in a scratch project and
+Claude Code, Codex CLI and Gemini CLI from npm (pinned in ``tests/agent-clis/package.json``;
+``.ci/run`` installs them there) run real tool-using sessions through ``summarizer``'s proxy in
+front of the test upstream, whose tool script makes them call their own tools (Claude Code's
+Bash, Read, Write and Edit; Codex's shell and apply_patch; Gemini CLI's read_file,
+run_shell_command, write_file and replace), so the tools really run in a scratch project and
 their outputs come back through the proxy. Each session crosses the trigger at least twice.
 
 What must hold: every run exits 0 with no error result; the proxy compacts only when the
@@ -34,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.cli.test_upstream_serve import describe_request
+from summarizer.cli.test_upstream_serve import describe_request, for_test_model
 from summarizer.core.results import CompactionEvent
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.settings import Settings
@@ -68,19 +69,26 @@ class Session:
     in order: ``("agent", n)`` for each agent request the upstream answered, ``("compaction",
     event)`` for each compaction."""
 
-    def __init__(self, steps: list[dict[str, Any]], tmp_path: Path) -> None:
+    def __init__(
+        self, steps: list[dict[str, Any]], tmp_path: Path, *, gemini: bool = False
+    ) -> None:
+        """``gemini``: the upstream is the test upstream's Gemini API (``/v1beta``), and every
+        model has the test model's limits, as under ``serve --test-upstream`` (Gemini CLI's
+        models are not in the registry, and it sends no reply cap)."""
         self.script = ToolScript(parse_tool_script(steps), fallback=describe_request)
         self.log: list[tuple[str, Any]] = []
         self.upstream = TestUpstream(
             context_window=WINDOW, responder=RoutingResponder(self._agent)
         ).__enter__()
         settings = Settings(
-            upstream=self.upstream.base_url,
+            upstream=f"{self.upstream.root_url}/v1beta" if gemini else self.upstream.base_url,
             port=0,
             db=tmp_path / "checkpoints.db",
             context_window=WINDOW,
             prepare_ratio=None,  # each summary call where its compaction is (drafts: §8)
         )
+        if gemini:
+            settings = for_test_model(settings)
         self.proxy = ProxyServer(settings, on_compaction=self._compacted).start()
 
     def _agent(self, body: dict[str, Any]) -> Any:
@@ -156,11 +164,11 @@ def readme_row(first_cell: str) -> list[float]:
 
 
 @pytest.fixture
-def session_for(tmp_path: Path) -> Iterator[Callable[[list[dict[str, Any]]], Session]]:
+def session_for(tmp_path: Path) -> Iterator[Callable[..., Session]]:
     started: list[Session] = []
 
-    def start(steps: list[dict[str, Any]]) -> Session:
-        session = Session(steps, tmp_path)
+    def start(steps: list[dict[str, Any]], **options: Any) -> Session:
+        session = Session(steps, tmp_path, **options)
         started.append(session)
         return session
 
@@ -252,7 +260,7 @@ def claude(project: Path, home: Path, base_url: str, prompt: str, *more: str) ->
 
 
 def test_claude_code_runs_tools_and_compacts_through_the_proxy(
-    tmp_path: Path, session_for: Callable[[list[dict[str, Any]]], Session]
+    tmp_path: Path, session_for: Callable[..., Session]
 ) -> None:
     cli("claude")
     batches = 12
@@ -411,7 +419,7 @@ def codex(project: Path, home: Path, prompt: str, *, resume: bool) -> tuple[str,
 
 @pytest.mark.parametrize("provider", ["built-in", "custom"])
 def test_codex_runs_tools_and_compacts_through_the_proxy(
-    tmp_path: Path, session_for: Callable[[list[dict[str, Any]]], Session], provider: str
+    tmp_path: Path, session_for: Callable[..., Session], provider: str
 ) -> None:
     """Custom provider: the proxy compacts at its trigger. Built-in provider: Codex compacts
     by itself (its ``model_auto_compact_token_limit`` set under the proxy's trigger), each time
@@ -451,6 +459,149 @@ def test_codex_runs_tools_and_compacts_through_the_proxy(
     )
 
 
+# -- Gemini CLI ------------------------------------------------------------------------------
+
+
+def gemini_steps(batches: int) -> list[dict[str, Any]]:
+    """One ``gemini -p`` run through every batch: per batch, read its log twice over
+    (read_file, then run_shell_command), run a command, write a note, edit app.py; then one
+    answer. (One run: 0.61.0's ``--resume`` sends each restored function response twice, which
+    Gemini refuses and so does the proxy.)"""
+    steps: list[dict[str, Any]] = []
+    shell = "run_shell_command"
+    for batch in range(batches):
+        log = f"log_{batch}.txt"
+        steps += [
+            {"tool": "read_file", "arguments": {"file_path": log}},
+            {"tool": shell, "arguments": {"command": f"grep -n FAILED {log}; wc -l {log}"}},
+            {"tool": shell, "arguments": {"command": f"cat {log}", "description": "show log"}},
+            {
+                "tool": "write_file",
+                "arguments": {
+                    "file_path": f"note_{batch}.md",
+                    "content": f"batch {batch}: failures every 7th record\n",
+                },
+            },
+            {
+                "tool": "replace",
+                "arguments": {
+                    "file_path": "app.py",
+                    "instruction": "Bump the value returned.",
+                    "old_string": f"return {batch + 1}",
+                    "new_string": f"return {batch + 2}",
+                },
+            },
+        ]
+    steps.append({"text": f"All {batches} batches reviewed: notes written, app.py updated."})
+    return steps
+
+
+GEMINI_SETTINGS = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+}
+"""Gemini CLI's ``~/.gemini/settings.json``: its API-key auth (with ``GOOGLE_GEMINI_BASE_URL``
+set, 0.61 otherwise picks a "gateway" auth its own check refuses), no usage statistics, no
+telemetry, no update checks."""
+
+
+def gemini(project: Path, home: Path, base_url: str, prompt: str) -> Any:
+    """One ``gemini -p`` run through the proxy at ``base_url``, every tool approved
+    (``--yolo``); its JSON result."""
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_SETTINGS))
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "GOOGLE_GEMINI_BASE_URL": base_url.removesuffix("/v1"),
+        "GEMINI_API_KEY": "gemini-real-cli-test",
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    }
+    command = [str(cli("gemini")), "-p", prompt, "--yolo", "--output-format", "json"]
+    done = subprocess.run(
+        command,
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-2000:] or done.stdout[-2000:]
+    result = json.loads(done.stdout[done.stdout.index("{") :])
+    assert "error" not in result, result
+    return result
+
+
+def test_gemini_cli_runs_tools_and_compacts_through_the_proxy(
+    tmp_path: Path, session_for: Callable[..., Session]
+) -> None:
+    """Gemini CLI asks a routing model first (a ``generateContent`` with a JSON schema, which
+    the test upstream answers with a value of it), then streams each step with its ~30,000
+    character system instruction, 15 function declarations (``--yolo``) and thinking on; its
+    model turns carry thought signatures, which the test upstream checks come back unaltered."""
+    cli("gemini")
+    batches = 12
+    project = scratch_project(tmp_path, batches)
+    session = session_for(gemini_steps(batches), gemini=True)
+    prompt = f"Review the {batches} batches of logs."
+    result = gemini(project, tmp_path / "home", session.proxy.base_url, prompt)
+    assert result["response"].startswith(f"All {batches} batches reviewed"), result
+    # The tools really ran, in the project, on what the proxy relayed.
+    assert (project / "app.py").read_text() == f"def value():\n    return {batches + 1}\n"
+    assert all((project / f"note_{n}.md").exists() for n in range(batches))
+    requests = session.upstream.requests
+    assert all(r.api == "gemini" for r in requests)
+    # The router's question went through the proxy's Gemini front door too.
+    routed = [r for r in requests if not r.stream and not r.is_summary]
+    assert routed and all("responseJsonSchema" in r.body["generationConfig"] for r in routed)
+    # Gemini CLI sends no reply cap: the proxy reserves a quarter of the window.
+    session.check("Gemini CLI 0.61.0", runs=1, reserve=WINDOW // 4)
+
+
+def test_gemini_cli_through_serve_test_upstream_with_a_script(tmp_path: Path) -> None:
+    """``summarizer serve --test-upstream --test-script``, the command itself, with Gemini CLI
+    pointed at it: the test upstream serves Gemini's methods under ``/v1`` too."""
+    cli("gemini")
+    project = scratch_project(tmp_path, 1)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(gemini_steps(1)))
+    port = free_port()
+    serve = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("summarizer")),
+            "serve",
+            "--test-upstream",
+            "--test-script",
+            str(script),
+            "--context-window",
+            str(WINDOW),
+            "--port",
+            str(port),
+            "--db",
+            str(tmp_path / "serve.db"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until_serving(serve, f"http://127.0.0.1:{port}")
+        base = f"http://127.0.0.1:{port}/v1"
+        result = gemini(project, tmp_path / "home", base, "Review batch 0 of the logs.")
+        assert result["response"].startswith("All 1 batches reviewed")
+        assert (project / "note_0.md").exists()
+        assert (project / "app.py").read_text() == "def value():\n    return 2\n"
+    finally:
+        serve.terminate()
+        output, _ = serve.communicate(timeout=30)
+    statuses = re.findall(r'HTTP/1\.1" (\d{3})', output)  # the access log
+    assert statuses and set(statuses) == {"200"}, statuses
+    assert "streamGenerateContent?alt=sse" in output
+
+
 def test_the_clis_are_the_pinned_versions() -> None:
     pinned = json.loads((Path(__file__).parent / "agent-clis" / "package.json").read_text())
     versions = pinned["dependencies"]
@@ -462,4 +613,8 @@ def test_the_clis_are_the_pinned_versions() -> None:
         [str(cli("codex")), "--version"], capture_output=True, text=True, timeout=60
     ).stdout
     assert codex_version.strip().endswith(versions["@openai/codex"])
+    gemini_version = subprocess.run(
+        [str(cli("gemini")), "--version"], capture_output=True, text=True, timeout=60
+    ).stdout
+    assert gemini_version.strip() == versions["@google/gemini-cli"]
     assert shutil.which("node") is not None

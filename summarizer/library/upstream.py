@@ -69,6 +69,7 @@ _CONTEXT_LENGTH_PHRASES = (
     "exceed context limit",  # Anthropic: "input length and `max_tokens` exceed context limit"
     "too many tokens",
     "input is too long",
+    "exceeds the maximum number of tokens",  # Gemini: "The input token count (N) exceeds ..."
 )
 
 
@@ -103,17 +104,18 @@ def retry_after_seconds(exc: BaseException | None) -> float | None:
 
 
 class _Wait:
-    """Honour Retry-After (capped), else exponential backoff with jitter."""
+    """Honour Retry-After (capped), else exponential backoff with jitter: ``0.5 * 2**(n-1)``
+    seconds plus up to 1 s of jitter before retry ``n``, at most 8 s (tenacity's
+    ``wait_exponential_jitter(multiplier=0.5, max=8.0)``, written out: its ``multiplier`` needs
+    tenacity 9.2, and the ``google-genai`` SDK of the dev extra holds tenacity below 9.2)."""
 
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         asked = retry_after_seconds(exc)
         if asked is not None:
             return max(0.0, min(asked, MAX_RETRY_AFTER_SECONDS))
-        # tenacity's wait_exponential_jitter(0.5, max=8), written out: its first parameter
-        # changed name in 9.2 while google-genai (the dev extra) holds tenacity below 9.2.
-        backoff = 0.5 * 2 ** (state.attempt_number - 1) + random.uniform(0, 1)
-        return float(min(backoff, 8.0))
+        backoff = 0.5 * 2.0 ** min(state.attempt_number - 1, 32) + random.uniform(0.0, 1.0)
+        return max(0.0, min(backoff, 8.0))
 
 
 def retry_policy(

@@ -249,7 +249,7 @@ class RequestGuard:
         raise ProxyError(
             401,
             f"{problem} This summarizer proxy accepts only the client keys it was started with "
-            "(--client-key or SUMMARIZER_CLIENT_KEYS), in an Authorization: Bearer, api-key or "
-            "x-api-key header.",
+            "(--client-key or SUMMARIZER_CLIENT_KEYS), in an Authorization: Bearer, api-key, "
+            "x-api-key or x-goog-api-key header.",
             code="invalid_api_key",
         )

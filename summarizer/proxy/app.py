@@ -44,6 +44,7 @@ from .cross_site import AllowedOriginsCors
 from .endpoint import endpoint
 from .errors import ErrorShape, ProxyError, store_unavailable
 from .front_doors import FRONT_DOORS
+from .gemini_key import GeminiQueryKey
 from .metrics import CONTENT_TYPE
 from .passthrough import passthrough
 from .responses_compact import responses_compact
@@ -191,7 +192,7 @@ def create_app(
         StrictRoute("/healthz", healthz, methods=["GET"]),
         StrictRoute("/metrics", metrics, methods=["GET"]),
         *(
-            StrictRoute(path, endpoint(door), methods=["POST"])
+            door.route(path, endpoint(door), methods=["POST"])
             for door in FRONT_DOORS
             for path in door.routes
         ),
@@ -224,6 +225,8 @@ def create_app(
     app.add_middleware(RequestMetrics, state=state)
     # Every error written for a request, refusals included, takes its API's shape.
     app.add_middleware(ErrorShape)
+    # Outside the guard: a Gemini key given as ?key= is checked and used as the header.
+    app.add_middleware(GeminiQueryKey)
     # Outermost: /chat/completions, /responses, /messages... are served as under /v1.
     app.add_middleware(UnprefixedPaths)
     return app

@@ -61,7 +61,7 @@ async def serve_managed(request: Request, door: FrontDoor) -> Response:
             request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
         ) from None
     fast = state.fast_path if door.api is CHAT else None
-    arrival = Arrival(request.path_params, settings, state.compaction_key)
+    arrival = Arrival(request.path_params, request.url.query, settings, state.compaction_key)
     parsed: ManagedRequest | Response | None = None
     handed = request.scope.get("state") or {}
     if HANDED_OVER in handed:  # the lane tried this body already

@@ -4,9 +4,11 @@
   "param", "code"}}``;
 - Anthropic (``/v1/messages`` and below): ``{"type": "error", "error": {"type", "message"}}``, the
   type named by status as Anthropic does (``invalid_request_error``, ``rate_limit_error``...);
-- Google (Gemini's paths, which this proxy does not serve: ``/v1beta/...``, ``/v1alpha/...``,
-  ``/v1/models/NAME:generateContent`` and the other Gemini methods): ``{"error": {"code",
-  "message", "status"}}``, the status named as Google does (``NOT_FOUND``, ``UNAUTHENTICATED``...).
+- Google (Gemini's paths: ``/v1beta/...``, ``/v1alpha/...``, and the Gemini methods on a model
+  under ``/v1``, ``/v1/models/NAME:generateContent`` among them; the proxy serves
+  ``generateContent`` and ``streamGenerateContent``): ``{"error": {"code", "message",
+  "status"}}``, the status named as Google does (``INVALID_ARGUMENT``, ``NOT_FOUND``,
+  ``UNAUTHENTICATED``...).
 
 Which one is chosen per request by ``ErrorShape`` (plain ASGI middleware, from the path's API,
 ``apis.shape_for_path``) through a
@@ -144,8 +146,9 @@ def unknown_path(path: str) -> ProxyError:
     """The 404 for a path this proxy does not serve (or serves to no one, as configured)."""
     if is_gemini_path(path):
         message = (
-            f"Unknown path {path}: this summarizer proxy serves the OpenAI and Anthropic APIs "
-            "(/v1/chat/completions, /v1/responses, /v1/messages), not Google's Gemini API."
+            f"Unknown path {path}: this summarizer proxy serves Google's Gemini API only as "
+            "POST /v1beta/models/MODEL:generateContent and :streamGenerateContent?alt=sse "
+            "(or under /v1), besides the OpenAI and Anthropic APIs."
         )
         return ProxyError(404, message, code="not_found")
     return ProxyError(404, f"Unknown path {path}.", code="not_found")

@@ -253,7 +253,7 @@ class Exchange:
         once the 200 is sent, any failure is an error event (the SDKs raise on it)."""
         interval = self.state.settings.keepalive_interval
         while not task.done():
-            yield sse.comment("summarizer: compacting the conversation")
+            yield self.chat.comment_event(sse.comment("summarizer: compacting the conversation"))
             await asyncio.wait({task}, timeout=interval)
         try:
             task.result()
@@ -271,7 +271,7 @@ class Exchange:
                 )
             )
             return
-        yield truth_comment(self.context.result)
+        yield self.chat.comment_event(truth_comment(self.context.result))
         try:
             response, content = await self.send_with_retry()
             whole = None

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import Response
+from starlette.routing import Route
 
 from .apis import Api
 from .managed_request import ManagedRequest
+from .routing import StrictRoute
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -29,6 +31,8 @@ class Arrival:
     and the proxy's settings and compaction key, which some front doors read it with."""
 
     params: Mapping[str, Any]
+    query: str
+    """The URL's query string."""
     settings: Settings
     compaction_key: bytes
 
@@ -40,9 +44,11 @@ itself (a Responses compaction trigger); ``ProxyError`` (a 4xx) says what is wro
 
 @dataclass(frozen=True, slots=True)
 class FrontDoor:
-    """One managed API: its ``Api``, its routes (``POST``, Starlette path patterns) and its
+    """One managed API: its ``Api``, its routes (``POST``, Starlette path patterns, mounted as
+    ``route``: by default a ``StrictRoute``, which answers any other method with a 405) and its
     ``parse``."""
 
     api: Api
     routes: tuple[str, ...]
     parse: Parse
+    route: type[Route] = StrictRoute

@@ -32,8 +32,8 @@ _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
 _NOT_RELAYED = _NOT_FORWARDED | {"date"}
 """The server the proxy runs on dates every answer itself: the upstream's ``Date`` would be a
 second one."""
-CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key")
-"""Where OpenAI, Azure OpenAI and Anthropic-style clients put their key."""
+CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key", "x-goog-api-key")
+"""Where OpenAI, Azure OpenAI, Anthropic-style and Gemini clients put their key."""
 SESSION_HEADER = "x-summarizer-session"
 SESSION_NAME_MAX = 128
 """The longest session name ``X-Summarizer-Session`` may carry."""
@@ -64,7 +64,7 @@ def request_headers(
     Hop-by-hop headers (and those the ``Connection`` header names), ``Host``, ``Content-Length``
     and our own ``x-summarizer-*`` are dropped. With ``upstream_api_key`` the client's credential
     headers are replaced by ``Authorization: Bearer <key>`` (or the key as ``key_header``, e.g.
-    Anthropic's ``x-api-key``). ``via`` (this proxy's hop, e.g.
+    Anthropic's ``x-api-key``, Gemini's ``x-goog-api-key``). ``via`` (this proxy's hop, e.g.
     ``1.1 summarizer-<id>``) is appended to the client's ``Via`` as one header.
     """
     pairs = [(name.lower(), value) for name, value in headers]
@@ -113,8 +113,9 @@ def decoded_response_headers(headers: Iterable[tuple[str, str]]) -> dict[str, st
 
 def credential(headers: Mapping[str, str]) -> str | None:
     """The client's credential: the token of ``Authorization: Bearer TOKEN``, else the value of
-    ``api-key``, else of ``x-api-key``; None without one. An ``Authorization`` header of any
-    other form is no credential (``check_authorization`` refuses the request)."""
+    ``api-key``, else of ``x-api-key``, else of ``x-goog-api-key`` (Gemini's); None without one.
+    An ``Authorization`` header of any other form is no credential (``check_authorization``
+    refuses the request)."""
     for name in CREDENTIAL_HEADERS:
         value = headers.get(name)
         if not value:
@@ -147,7 +148,7 @@ def check_authorization(headers: Mapping[str, str]) -> None:
     raise ProxyError(
         401,
         "The Authorization header must be 'Bearer YOUR_KEY'. This summarizer proxy takes a key "
-        "only as Authorization: Bearer, api-key or x-api-key.",
+        "only as Authorization: Bearer, api-key, x-api-key or x-goog-api-key.",
         code="invalid_api_key",
     )
 

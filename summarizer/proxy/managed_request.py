@@ -25,8 +25,12 @@ class ManagedRequest(Protocol):
     """A parsed request of a context-managed API, as the exchange drives it: what the engine
     sees of it, the body to send for a result, and how its answers report usage."""
 
-    upstream_path: ClassVar[str]
-    """The upstream route, after the upstream's base URL (``/chat/completions``)."""
+    @property
+    def upstream_path(self) -> str:
+        """The upstream route, after the upstream's base URL (``/chat/completions``; a class
+        attribute, or per request where the URL names the model, as Gemini's does)."""
+        ...
+
     api: ClassVar[Api]
     """Its API: the label it is counted and logged under, how an upstream key is sent."""
     rewrites_answers: ClassVar[bool]
@@ -71,6 +75,11 @@ class ManagedRequest(Protocol):
         """Rewrites each event of a streamed answer for ``result`` (None: relayed as is)."""
         ...
 
+    def comment_event(self, comment: bytes) -> bytes:
+        """What the client is sent for an SSE comment of the proxy's own (the keepalives and
+        the outcome line of a stream opened before its compaction ended)."""
+        ...
+
 
 @dataclass
 class ParsedRequest:
@@ -97,6 +106,10 @@ class ParsedRequest:
     def event_rewriter(self, result: PrepareResult | None) -> Callable[[bytes], bytes] | None:
         """Rewrites a streamed answer's events; by default they are relayed as written."""
         return None
+
+    def comment_event(self, comment: bytes) -> bytes:
+        """An SSE comment of the proxy's own, as the client is sent it: by default, as is."""
+        return comment
 
 
 def json_object_body(raw: bytes) -> dict[str, Any]:

@@ -48,9 +48,17 @@ def _retryable(exc: BaseException) -> bool:
 class SummaryWire(Protocol):
     """A request of an API whose summary calls go upstream in that API."""
 
-    upstream_path: ClassVar[str]
     api: ClassVar[Api]
-    headers: Any
+
+    @property
+    def upstream_path(self) -> str:
+        """The route summary requests go to, after the upstream's base URL."""
+        ...
+
+    @property
+    def headers(self) -> Any:
+        """The client's request headers (its credential among them)."""
+        ...
 
     def summary_body(self, chat_body: Mapping[str, Any]) -> dict[str, Any]:
         """The upstream request for the engine's summary call (a Chat Completions body: the

@@ -1,11 +1,12 @@
-"""A local OpenAI- and Anthropic-compatible upstream for tests, the demo and benchmarks.
+"""A local OpenAI-, Anthropic- and Gemini-compatible upstream for tests, the demo and benchmarks.
 
-Real sockets on 127.0.0.1, driven by the real ``openai`` and ``anthropic`` SDKs: chat
-completions, the Responses API (JSON and SSE streaming, ``previous_response_id``, compaction) and
-Anthropic messages (JSON and SSE streaming), with the server's own token and prompt-cache
-accounting (OpenAI's automatic caching; Anthropic's explicit breakpoints), a context window that
-rejects oversized prompts like each API does, scripted replies, a tool-using script
-(``tool_script``) and injectable faults.
+Real sockets on 127.0.0.1, driven by the real ``openai``, ``anthropic`` and ``google-genai``
+SDKs: chat completions, the Responses API (JSON and SSE streaming, ``previous_response_id``,
+compaction), Anthropic messages (JSON and SSE streaming) and Gemini's ``generateContent`` (JSON
+and SSE streaming, thought signatures), with the server's own token and prompt-cache
+accounting (OpenAI's automatic caching, Gemini's implicit one; Anthropic's explicit
+breakpoints), a context window that rejects oversized prompts like each API does, scripted
+replies, a tool-using script (``tool_script``) and injectable faults.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Failures the test upstream can inject, and the error bodies it answers with: OpenAI's
-shape, and Anthropic's for the Messages API.
+shape, Anthropic's for the Messages API and Google's for the Gemini API.
 
 Each ``Fault`` is consumed by the next chat completion (or Messages API) request it
 ``matches``; see ``TestUpstream.inject``.
@@ -186,3 +186,38 @@ def anthropic_fault_body(status: int, request_id: str | None = None) -> dict[str
         ),
     )
     return anthropic_error_body(message, type=kind, request_id=request_id)
+
+
+# --- Google's shape (the Gemini API) ------------------------------------------------------------
+
+GOOGLE_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+"""The ``status`` Google's APIs name each HTTP status with."""
+
+
+def google_error_body(status: int, message: str) -> dict[str, Any]:
+    """An error body shaped like Google's: ``{"error": {"code", "message", "status"}}``."""
+    name = GOOGLE_STATUSES.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
+    return {"error": {"code": status, "message": message, "status": name}}
+
+
+_GOOGLE_STATUS_MESSAGES = {
+    429: "Resource has been exhausted (e.g. check quota).",
+    500: "An internal error has occurred. Please retry or report in "
+    "https://developers.generativeai.google/guide/troubleshooting",
+    503: "The model is overloaded. Please try again later.",
+}
+
+
+def google_fault_body(status: int) -> dict[str, Any]:
+    """Google's error body for a ``"status"`` or ``"rate_limit"`` fault answering ``status``."""
+    message = _GOOGLE_STATUS_MESSAGES.get(status, f"Simulated upstream error (HTTP {status}).")
+    return google_error_body(status, message)

@@ -14,6 +14,7 @@ from .faults import (
     Fault,
     anthropic_fault_body,
     default_fault_body,
+    google_fault_body,
     rate_limit_body,
     retry_headers,
 )
@@ -25,7 +26,8 @@ def answer_fault(
 ) -> bool:
     """Apply ``fault``'s delay, and answer for it unless it alters a normal answer.
 
-    ``api="messages"``: an error answer is Anthropic's (its body, and a ``request-id`` header).
+    ``api="messages"``: an error answer is Anthropic's (its body, and a ``request-id`` header);
+    ``api="gemini"``: Google's.
     """
     api = api or handler._api
     time.sleep(max(0.0, fault.seconds))
@@ -48,6 +50,8 @@ def answer_fault(
         payload = fault.body
         if payload is None and api == "messages":
             payload = anthropic_fault_body(status, request_id)
+        elif payload is None and api == "gemini":
+            payload = google_fault_body(status)
         elif payload is None:
             payload = (
                 rate_limit_body(str(body.get("model")), fault.retry_after)

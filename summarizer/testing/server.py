@@ -14,7 +14,9 @@ and benchmarks.
 Endpoints: ``POST /v1/chat/completions`` (JSON or SSE streaming), the Responses API's ``POST
 /v1/responses`` (JSON or SSE streaming, ``previous_response_id`` over the responses it stored),
 ``POST /v1/responses/compact`` and ``GET /v1/responses/{id}``, Anthropic's ``POST /v1/messages``
-(JSON or SSE streaming) and ``POST /v1/messages/count_tokens``, ``GET /v1/models``, ``GET
+(JSON or SSE streaming) and ``POST /v1/messages/count_tokens``, Google's ``POST
+/v1beta/models/{model}:generateContent`` and ``:streamGenerateContent`` (``gemini_api``; a
+client such as ``google-genai`` takes ``root_url`` as its base URL), ``GET /v1/models``, ``GET
 /v1/models/{id}``, ``POST /v1/embeddings``; anything else is a 404 with OpenAI's error body.
 HTTP/1.1 with keep-alive; streams use chunked transfer encoding. Every model API answers from the
 same script and responder: a Responses or Messages request reaches the responder translated to a

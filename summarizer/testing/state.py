@@ -19,6 +19,7 @@ from typing import Any
 
 from .accounting import PrefixCache, PromptTokenCounter
 from .faults import Fault
+from .gemini_chat import gemini_chat_body
 from .messages_cache import MESSAGES_CACHE_MIN_TOKENS, MESSAGES_CACHE_TTL, BreakpointCache
 from .messages_chat import chat_body_for
 from .responders import Reply, Responder, echo_responder, is_summary_request
@@ -36,7 +37,8 @@ class RecordedRequest:
     ``status`` is ``None`` when the connection was dropped without a response. Token fields
     are ``None`` for requests that were not answered by the model. ``api`` names the API the
     request used: ``"chat"`` (chat completions, and the other endpoints), ``"responses"``
-    (``/v1/responses...``, whose ``body`` is the Responses API body) or ``"messages"`` (Anthropic's
+    (``/v1/responses...``, whose ``body`` is the Responses API body), ``"gemini"`` (Google's
+    ``generateContent``, whose ``body`` is the Gemini body) or ``"messages"`` (Anthropic's
     Messages API, whose requests record their Anthropic body: ``prompt_tokens`` is then the whole
     prompt (``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``),
     ``cached_tokens`` the tokens read from the cache and ``cache_creation_tokens`` those written to
@@ -65,6 +67,8 @@ class RecordedRequest:
             return False
         if self.api == "messages":  # a text-block content is summary-detected as a string
             return is_summary_request(chat_body_for(self.body))
+        if self.api == "gemini":
+            return is_summary_request(gemini_chat_body(self.body, ""))
         return is_summary_request(self.body)
 
     @property

@@ -239,12 +239,14 @@ class _Exchange(BaseHTTPRequestHandler):
         reset_after: int | None = None,
         named: bool = False,
         headers: Mapping[str, str] | None = None,
+        google: bool = False,
     ) -> None:
         """Send ``chunks`` as SSE events (``reset_after``: that many, then reset).
 
         ``named`` (the Responses API's and Anthropic's streams): each event is named by its
         chunk's ``type`` (``event: <type>``) and the stream ends without OpenAI's ``data:
-        [DONE]``.
+        [DONE]``. ``google`` (Gemini's ``alt=sse`` streams): ``data:`` events ending in
+        ``\\r\\n\\r\\n``, and no ``[DONE]`` either.
         """
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -260,12 +262,12 @@ class _Exchange(BaseHTTPRequestHandler):
                 self._reset()
             if number and chunk_delay:
                 time.sleep(chunk_delay)
-            data = b"data: " + _json_bytes(chunk) + b"\n\n"
+            data = b"data: " + _json_bytes(chunk) + (b"\r\n\r\n" if google else b"\n\n")
             if named:
                 data = b"event: " + str(chunk["type"]).encode("utf-8") + b"\n" + data
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
-        if named:
+        if named or google:
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
             return
