@@ -25,7 +25,7 @@ from summarizer.evaluation.records import FactRecall, ResultRow, RunConfig
 from summarizer.evaluation.report_sections import choice_table
 from summarizer.evaluation.strategies import STRATEGIES
 from summarizer.proxy.config_file import read_config_file
-from summarizer.proxy.settings import Settings
+from summarizer.proxy.settings import Settings, declared
 
 from .test_eval_runner import invoke
 from .test_eval_strategies import make_case
@@ -221,7 +221,7 @@ def test_the_models_block_loads_through_the_proxys_config_file_loader(
     path = tmp_path / "summarizer.toml"
     path.write_text(recommendation.block + "\n")
 
-    (entry,) = read_config_file(path, environ={})["models"]
+    (entry,) = read_config_file(path, environ={}, settings=declared())["models"]
     expected = {
         "name": "gpt-4.1-mini",
         "policy": policy,
@@ -255,7 +255,7 @@ def test_without_a_model_the_block_names_every_model(tmp_path: Path) -> None:
     assert recommendation.block is not None
     path = tmp_path / "summarizer.toml"
     path.write_text(recommendation.block + "\n")
-    (entry,) = read_config_file(path, environ={})["models"]
+    (entry,) = read_config_file(path, environ={}, settings=declared())["models"]
     # the run's cap was the default: nothing to set; "*" matches any model name
     assert entry == {
         "name": "*",

@@ -30,7 +30,6 @@ from summarizer.core.errors import StoreUnavailable
 from summarizer.core.located import Located
 from summarizer.core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from summarizer.library.drive import drive_async, drive_sync
-from summarizer.library.effects import AsyncSettlingPerformer, SettlingPerformer
 from summarizer.library.sessions import SessionLocks
 from summarizer.library.settling import (
     AdoptedDraft,
@@ -44,6 +43,7 @@ from summarizer.library.settling import (
     off_the_loop,
     settle,
 )
+from summarizer.library.settling_effects import AsyncSettlingPerformer, SettlingPerformer
 from summarizer.stores import MemoryStore, SQLiteStore, Store
 
 from .test_ahead import grown

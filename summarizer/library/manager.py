@@ -33,15 +33,11 @@ from ..stores import Store, open_store
 from ..stores.effects import perform_store
 from .ahead import Drafts
 from .drive import drive_async, drive_sync
-from .effects import (
-    AsyncSettlingPerformer,
-    AsyncSummarizer,
-    SettlingPerformer,
-    SyncSummarizer,
-)
+from .effects import AsyncSummarizer, SyncSummarizer
 from .engines import engine_for
 from .sessions import LEASE_TTL_S, SessionLocks
 from .settling import Settling, off_the_loop, settle
+from .settling_effects import AsyncSettlingPerformer, SettlingPerformer
 from .shared_calibration import SharedCalibration
 from .upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
 

@@ -8,10 +8,10 @@ under the lease, and look again when the lease was taken over mid-compaction (``
 
 Like the engine's work, it is a generator: what it needs done it *yields*, the engine's effects
 (``core.effects``) and those below, and ``drive_sync`` or ``drive_async`` performs them with a
-``SettlingPerformer`` or ``AsyncSettlingPerformer`` (``library.effects``). So sync and async
-callers take the same decisions in the same order; only the performing differs (a thread lock or
-an asyncio lock, ``time.sleep`` or ``asyncio.sleep``, store calls in the caller's thread or in a
-worker thread). An effect that fails is raised here at its ``yield``, so the lease and the lock
+``SettlingPerformer`` or ``AsyncSettlingPerformer`` (``library.settling_effects``). So sync and
+async callers take the same decisions in the same order; only the performing differs (a thread
+lock or an asyncio lock, ``time.sleep`` or ``asyncio.sleep``, store calls in the caller's thread
+or in a worker thread). An effect that fails is raised here at its ``yield``, so the lease and the lock
 are always released by this generator's own ``finally``.
 
 - ``LockSession``, ``UnlockSession`` -> None: this process's lock of the session;

@@ -148,13 +148,13 @@ def read_config_file(
     path: str | Path,
     environ: Mapping[str, str],
     *,
-    settings: Iterable[DeclaredSetting] | None = None,
+    settings: Iterable[DeclaredSetting],
 ) -> dict[str, Any]:
     """The ``Settings`` values of the TOML file at ``path``, with every ``*_env`` key resolved
     from ``environ`` into the key it names (as ``SecretStr``).
 
-    The top-level keys the file may hold are the ``file_key`` of ``settings`` (None: the
-    proxy's, ``proxy.settings.declared()``), ``models`` among them; a key among them is written
+    The top-level keys the file may hold are the ``file_key`` of ``settings`` (the proxy's are
+    ``proxy.settings.declared()``), ``models`` among them; a key among them is written
     ``<name>_env``. An entry of ``[[models]]`` holds ``ModelEntry``'s fields.
 
     Raises ``ConfigurationError`` naming the file (and the field) for an unreadable file,
@@ -171,10 +171,6 @@ def read_config_file(
         ) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigurationError(f"{path} is not valid TOML: {exc}") from None
-    if settings is None:
-        from .settings import declared  # which imports this module
-
-        settings = declared()
     settings = tuple(settings)
     values = _resolved(data, "", path, environ, [s.name for s in settings if s.secret])
     unknown = [key for key in data if key not in {s.file_key for s in settings}]
