@@ -11,8 +11,8 @@ Like the engine's work, it is a generator: what it needs done it *yields*, the e
 ``SettlingPerformer`` or ``AsyncSettlingPerformer`` (``library.settling_effects``). So sync and
 async callers take the same decisions in the same order; only the performing differs (a thread
 lock or an asyncio lock, ``time.sleep`` or ``asyncio.sleep``, store calls in the caller's thread
-or in a worker thread). An effect that fails is raised here at its ``yield``, so the lease and the lock
-are always released by this generator's own ``finally``.
+or in a worker thread). An effect that fails is raised here at its ``yield``, so the lease and
+the lock are always released by this generator's own ``finally``.
 
 - ``LockSession``, ``UnlockSession`` -> None: this process's lock of the session;
 - ``TakeLease`` -> the lease's fencing token, or None while another holder has it (checkpoints
