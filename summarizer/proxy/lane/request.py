@@ -14,18 +14,18 @@ from starlette.datastructures import Headers
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
+from ..body import kept_lead
+from ..chat import HANDED_OVER, OVERFLOWED
+from ..chat_request import ChatRequest
+from ..fast_path import KEY_BYTES, Remembered
+from ..model_routes import ModelRoute
+from ..wire import Origin, WireConnection, origin_of
+from .answer import LaneAnswer
 from .arrived import ArrivedBody
-from .body import kept_lead
-from .chat import HANDED_OVER, OVERFLOWED
-from .chat_request import ChatRequest
-from .fast_path import KEY_BYTES, Remembered
-from .lane_answer import LaneAnswer
-from .lane_bound import fits_unlocated
-from .model_routes import ModelRoute
-from .wire import Origin, WireConnection, origin_of
+from .bound import fits_unlocated
 
 if TYPE_CHECKING:
-    from .lane import ClientHeaders, LaneProtocol
+    from .front import ClientHeaders, LaneProtocol
 
 UPSTREAM_PATH = ChatRequest.upstream_path
 

@@ -51,12 +51,12 @@ from uvicorn.protocols.http.httptools_impl import (
     RequestResponseCycle,
 )
 
-from .access import RequestGuard
-from .chat_request import ChatRequest, Sender, sender
-from .fast_path import KEY_BYTES
-from .lane_request import LaneRequest
-from .model_routes import ModelRoute
-from .state import ProxyState
+from ..access import RequestGuard
+from ..chat_request import ChatRequest, Sender, sender
+from ..fast_path import KEY_BYTES
+from ..model_routes import ModelRoute
+from ..state import ProxyState
+from .request import LaneRequest
 
 logger = logging.getLogger("summarizer.proxy")
 

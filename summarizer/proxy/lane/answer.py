@@ -12,17 +12,17 @@ from starlette.responses import Response
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 from uvicorn.protocols.utils import get_client_addr
 
-from .activity import note_request
-from .answers import broken_off, is_context_length
-from .chat import ChatExchange
-from .chat_context import Locating
-from .chat_request import ChatRequest
-from .errors import error_response
-from .headers import decoded_response_headers
-from .wire import WireConnection
+from ..activity import note_request
+from ..answers import broken_off, is_context_length
+from ..chat import ChatExchange
+from ..chat_context import Locating
+from ..chat_request import ChatRequest
+from ..errors import error_response
+from ..headers import decoded_response_headers
+from ..wire import WireConnection
 
 if TYPE_CHECKING:
-    from .lane_request import LaneRequest
+    from .request import LaneRequest
 
 logger = logging.getLogger("summarizer.proxy")
 
