@@ -1,219 +1,104 @@
-"""The lane: a chat request that extends its conversation's previous body is sent upstream as
-its bytes arrive, and answered without the ASGI stack.
+"""The lane in front of the app (``proxy.lane``): a plain ASGI callable that claims the chat
+requests it may take, streams their bodies upstream as ``receive`` delivers them, answers them
+through ``send``, and passes everything else, and any claimed request it gives up, to the app.
 
-An agent's next request is its previous body plus a turn. When a ``POST /v1/chat/completions``
-begins with the bytes of a body the fast path remembers (``FastPath.newest``), the lane opens an
-upstream request on that guess and streams the body to it while the client is still sending,
-checking each byte of the remembered prefix as it comes. Until the body is proven it holds back
-the body's last byte (the upstream cannot act on an unfinished body) and any prefix that ends
-like a JSON object (so even a server that took a cut-off body for a whole one could not read
-one). Once the whole body is in:
-
-- the fast path reads it (``FastPath.parse``: the same request parsing it whole would give);
-- if it extends a body whose request was located with no compaction due (``Settled``), by
-  valid text messages whose bytes bound their tokens (a token covers at least one byte) within
-  the trigger, on the same route and to the same bytes upstream, the rest goes at once and the
-  engine locates it while the upstream works (a bound the count contradicts is counted as
-  ``sent_over_bound`` and logged: the next request compacts);
-- else the engine locates it first, and the rest goes only if no compaction is due, its route
-  is the one the guess opened and the bytes due upstream (``ChatContext.outgoing``) are exactly
-  the ones streamed.
-
-The answer is relayed with the full path's own code (``ChatExchange.answer`` and ``relay``):
-usage observed, ``x-summarizer-*`` headers, the activity log. Anything else, at any point (no
-remembered body, a differing byte, a body not proven, a compaction due, a rewritten body, a
-slow client, a client gone mid-body, an overflow answer), hands the request over to the full
-path (uvicorn's own request cycle and the app) with the bytes read so far, and drops the
-upstream connection, its request unfinished.
-
-Why: moving a 100k-token body through the ASGI server, the app and a client library costs more
-than the proxy's own work on it, and the upstream cannot start reading until the proxy has read
-it all. Here the two transfers overlap and a request costs little more than its new bytes.
-
-``LaneProtocol`` is uvicorn's httptools protocol with the lane in front of its request cycle;
-``lane_protocol`` returns it for a proxy, or None where it cannot run (see there). A claimed
-request is a ``LaneRequest`` (``lane_request``), the early send's proof is ``lane_bound``'s and
-the answer ``lane_answer``'s.
-"""
+Only ASGI is used: it runs under any ASGI server, and the server frames, flow-controls and
+logs the lane's answers as it does the app's."""
 
 from __future__ import annotations
 
-import inspect
-import logging
-import urllib.request
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+import asyncio
+import time
+from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.responses import Response
-from uvicorn.protocols.http.httptools_impl import (
-    HttpToolsProtocol,
-    RequestResponseCycle,
-)
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..access import RequestGuard
-from ..chat_request import ChatRequest, Sender, sender
+from ..chat import HANDED_OVER, OVERFLOWED
+from ..chat_request import sender
 from ..fast_path import KEY_BYTES
-from ..model_routes import ModelRoute
 from ..state import ProxyState
-from .request import LaneRequest
+from .answer import LaneAnswer
+from .arrived import ArrivedBody
+from .request import ClientHeaders, HandOver, LaneRequest
 
-logger = logging.getLogger("summarizer.proxy")
-
-PATH = b"/v1/chat/completions"
-UPSTREAM_PATH = ChatRequest.upstream_path
+PATH = "/v1/chat/completions"
 
 MAX_CLIENTS = 256
 """Sets of client headers the lane keeps what it worked out from (the oldest dropped first)."""
 
-HeaderKey = tuple[tuple[bytes, bytes], ...]
-"""A request's headers as sent, but ``content-length``."""
+HeaderKey = tuple[str, tuple[tuple[bytes, bytes], ...]]
+"""A request's scheme and headers as sent, but ``content-length``."""
+
+_NOT_CLAIMED = frozenset({b"transfer-encoding", b"upgrade", b"origin"})
+"""Headers of requests the lane leaves to the app: a body without a length (its bytes cannot be
+streamed under one), an upgrade, and a browser's request (its CORS answer is the app's)."""
 
 
-@dataclass(slots=True)
-class ClientHeaders:
-    """What the lane works out from a set of client headers, once: an agent sends the same
-    ones with every request. Kept only for headers the proxy's guard lets through."""
+class LaneApp:
+    """The lane, in front of the proxy's ASGI ``app``."""
 
-    who: Sender
-    """Who sends them: the credential's namespace and the session they name."""
-    heads: dict[ModelRoute, bytes] = field(default_factory=dict)
-    """The upstream request head before ``content-length``, per route (``LaneRequest._head``)."""
+    def __init__(self, app: ASGIApp, state: ProxyState) -> None:
+        self.app = app
+        self.state = state
+        self.guard = RequestGuard(_unused_app, settings=state.settings, hop_name=state.hop_name)
+        self.clients: dict[HeaderKey, ClientHeaders] = {}
+        """What was worked out from each set of client headers seen lately (``client_headers``)."""
 
-
-_CYCLE_PARAMETERS = {
-    "scope",
-    "transport",
-    "flow",
-    "logger",
-    "access_logger",
-    "access_log",
-    "default_headers",
-    "message_event",
-    "expect_100_continue",
-    "keep_alive",
-    "on_response",
-}
-
-
-def lane_protocol(state: ProxyState) -> type[HttpToolsProtocol] | None:
-    """uvicorn's HTTP protocol with the lane, for ``state``'s proxy; None when the lane cannot
-    run: the fast path is off, a custom upstream transport is set, an HTTP proxy is configured
-    in the environment (the full path's client goes through it; the lane would not), or this
-    uvicorn's request cycle is not the one the lane was written against."""
-    if state.fast_path is None or state.custom_transport:
-        return None
-    if {k: v for k, v in urllib.request.getproxies().items() if k != "no"}:
-        logger.info("the lane is off: an HTTP proxy is configured in the environment")
-        return None
-    parameters = set(inspect.signature(RequestResponseCycle.__init__).parameters) - {"self"}
-    hooks = ("_start_asgi_task", "on_response_complete", "on_headers_complete", "on_body")
-    if parameters != _CYCLE_PARAMETERS or not all(hasattr(HttpToolsProtocol, h) for h in hooks):
-        logger.info("the lane is off: this uvicorn's request cycle is not the one it knows")
-        return None
-    guard = RequestGuard(_unused_app, settings=state.settings, hop_name=state.hop_name)
-    members = {"proxy": state, "guard": guard, "clients": {}}
-    return type("LaneProtocol", (LaneProtocol,), members)
-
-
-async def _unused_app(scope: Any, receive: Any, send: Any) -> None:  # pragma: no cover
-    raise RuntimeError("the lane's guard only answers refusal()")
-
-
-class LaneProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with the lane claiming the chat requests it may take."""
-
-    proxy: ClassVar[ProxyState]
-    guard: ClassVar[RequestGuard]
-    clients: ClassVar[dict[HeaderKey, ClientHeaders]]
-    """What was worked out from each set of client headers seen lately (``client_headers``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._claiming = 0
-        self._stashed: tuple[RequestResponseCycle, Any] | None = None
-        self._client: ClientHeaders | None = None
-        self.receiving: LaneRequest | None = None
-        """The lane request whose body is arriving."""
-        self.running: set[LaneRequest] = set()
-
-    def on_headers_complete(self) -> None:
-        self.receiving = None
-        self._stashed = None
-        self._claiming = self._claimable()
-        try:
-            super().on_headers_complete()
-        finally:
-            claimed, self._claiming = self._claiming, 0
-        if self._stashed is not None:
-            cycle, app = self._stashed
-            self._stashed = None
-            assert self._client is not None
-            self.receiving = LaneRequest(self, cycle, app, claimed, self._client)
-
-    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
-        if self._claiming and app is self.app:
-            self._stashed = (cycle, app)  # the lane's, until it hands it over
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve a request the lane claims, else pass it to the app."""
+        claim = self._claim(scope) if scope["type"] == "http" and scope["path"] == PATH else None
+        if claim is None:
+            await self.app(scope, receive, send)
             return
-        super()._start_asgi_task(cycle, app)
+        started = time.time()
+        lane = LaneRequest(self.state, claim[0], Headers(scope=scope), claim[1])
+        whole, gone = await self._read(lane, receive)
+        if not whole:
+            await self._hand_over(lane, HandOver(), scope, receive, send, whole=False, gone=gone)
+            return
+        proven = lane.prove()
+        if isinstance(proven, HandOver):
+            await self._hand_over(lane, proven, scope, receive, send, whole=True)
+            return
+        handed = await self._answer(LaneAnswer(lane, proven, send, started), receive)
+        if handed is not None:
+            await self._hand_over(lane, handed, scope, receive, send, whole=True)
 
-    def start_cycle(self, cycle: RequestResponseCycle, app: Any) -> None:
-        """Run ``cycle`` through the app, as uvicorn does (a request handed over)."""
-        super()._start_asgi_task(cycle, app)
-
-    def on_body(self, body: bytes) -> None:
-        if self.receiving is None:
-            super().on_body(body)
-        else:
-            self.receiving.feed(body)
-
-    def on_message_complete(self) -> None:
-        lane, self.receiving = self.receiving, None
-        if lane is None:
-            super().on_message_complete()
-        else:
-            lane.complete()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        for lane in [*self.running, *([self.receiving] if self.receiving else [])]:
-            lane.client_gone()
-        super().connection_lost(exc)
-
-    def _claimable(self) -> int:
-        """The body length of a request the lane may claim, else 0."""
-        if self.url != PATH or self.expect_100_continue or self.root_path:
-            return 0
-        if self.parser.get_method() != b"POST" or self.parser.get_http_version() != "1.1":
-            return 0
+    def _claim(self, scope: Scope) -> tuple[ClientHeaders, int] | None:
+        """Who sends a request the lane may claim, and its body's length; else None."""
+        if scope["method"] != "POST" or scope.get("root_path") or scope.get("query_string"):
+            return None
+        if self.state.wire_pool is None:  # not serving (yet, or any more)
+            return None
         length = None
         key = []
-        for header in self.headers:
+        for header in scope["headers"]:
             name = header[0]
             if name == b"content-length":
                 if length is not None or not header[1].isdigit():
-                    return 0
+                    return None
                 length = int(header[1])
                 continue
-            if name in (b"transfer-encoding", b"upgrade"):
-                return 0
-            key.append(header)
-        if length is None or not KEY_BYTES <= length <= self.proxy.settings.max_body_bytes:
-            return 0
-        if self.proxy.wire_pool is None:
-            return 0
-        self._client = self.client_headers(tuple(key))
-        return 0 if self._client is None else length
+            if name in _NOT_CLAIMED:
+                return None
+            key.append((name, header[1]))
+        if length is None or not KEY_BYTES <= length <= self.state.settings.max_body_bytes:
+            return None
+        client = self.client_headers((scope.get("scheme", "http"), tuple(key)), scope)
+        return None if client is None else (client, length)
 
-    def client_headers(self, key: HeaderKey) -> ClientHeaders | None:
+    def client_headers(self, key: HeaderKey, scope: Scope) -> ClientHeaders | None:
         """What the lane knows of this request's headers (``key``: all but its length); None
-        when the guard refuses them or they name an invalid session (the full path answers
-        both)."""
+        when the guard refuses them or they name an invalid session (the app answers both)."""
         clients = self.clients
         known = clients.get(key)
         if known is not None:
             return known
-        headers = Headers(raw=self.headers)
-        if self.guard.refusal(headers, PATH.decode(), "POST") is not None:
+        headers = Headers(scope=scope)
+        if self.guard.refusal(headers, PATH, "POST", scheme=key[0]) is not None:
             return None
         who = sender(headers)
         if isinstance(who, Response):
@@ -222,3 +107,93 @@ class LaneProtocol(HttpToolsProtocol):
             del clients[next(iter(clients))]
         known = clients[key] = ClientHeaders(who)
         return known
+
+    async def _read(self, lane: LaneRequest, receive: Receive) -> tuple[bool, bool]:
+        """Feed the body to ``lane`` as it arrives, until it is whole or the lane gives it up:
+        whether it is whole, and whether the client left. A client slower than
+        ``body_read_timeout`` is left to the app (which times each of its reads)."""
+        more, gone = True, False
+        try:
+            async with asyncio.timeout(self.state.settings.body_read_timeout):
+                while more:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        gone = True
+                        break
+                    more = message.get("more_body", False)
+                    if not lane.feed(message.get("body", b"")):
+                        return not more, False
+        except TimeoutError:
+            pass
+        return not more and not gone, gone
+
+    async def _answer(self, answer: LaneAnswer, receive: Receive) -> HandOver | None:
+        """``answer.run()``, given up (its upstream request dropped) if the client leaves
+        before the answer's end."""
+        task = asyncio.current_task()
+        assert task is not None
+        left = False
+
+        async def watch() -> None:
+            nonlocal left
+            try:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+            except Exception:  # the server's to report
+                return
+            if not answer.finished:
+                left = True
+                task.cancel()
+
+        watcher = asyncio.get_running_loop().create_task(watch())
+        try:
+            return await answer.run()
+        except asyncio.CancelledError:
+            if left and task.uncancel() == 0:
+                answer.lane.drop_upstream()
+                return None  # nobody to answer
+            raise
+        finally:
+            watcher.cancel()
+
+    async def _hand_over(
+        self,
+        lane: LaneRequest,
+        over: HandOver,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        whole: bool,
+        gone: bool = False,
+    ) -> None:
+        """Give the request to the app, with the body read so far (``whole``: all of it, and
+        what the fast path made of it), its guessed upstream request dropped unfinished."""
+        lane.drop_upstream()
+        self.state.metrics.lane.labels("handed_over").inc()
+        if whole and (over.parsed is not None or over.tried or over.overflowed):
+            state = scope.setdefault("state", {})
+            if over.parsed is not None or over.tried:
+                state[HANDED_OVER] = over.parsed
+            if over.overflowed:
+                state[OVERFLOWED] = True
+        await self.app(scope, _replay(lane.body, receive, whole=whole, gone=gone), send)
+
+
+def _replay(body: ArrivedBody, receive: Receive, *, whole: bool, gone: bool) -> Receive:
+    """A ``receive`` that gives the body read so far, then what ``receive`` gives (a client
+    seen gone stays gone)."""
+    pending = [body.joined()] if len(body) or whole else []
+
+    async def replayed() -> Message:
+        if pending:
+            return {"type": "http.request", "body": pending.pop(), "more_body": not whole}
+        if gone:
+            return {"type": "http.disconnect"}
+        return await receive()
+
+    return replayed
+
+
+async def _unused_app(scope: Any, receive: Any, send: Any) -> None:  # pragma: no cover
+    raise RuntimeError("the lane's guard only answers refusal()")
