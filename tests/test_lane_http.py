@@ -171,16 +171,18 @@ def departed(raw: bytes, share: float) -> bytes:
     return raw[:at] + (b"c" if raw[at : at + 1] == b"a" else b"d") + raw[at + 1 :]
 
 
-@pytest.mark.parametrize("share", [0.0, 0.002, 0.3, 0.6])  # the remembered body: 2/3
+@pytest.mark.parametrize(  # the remembered body is the first 2/3
+    ("share", "pieces"), [(0.0, 12), (0.002, 12), (0.3, 12), (0.6, 12), (0.3, 1)]
+)
 def test_a_body_departing_anywhere_is_handed_over_with_what_was_read(
-    rig: Rig, share: float
+    rig: Rig, share: float, pieces: int
 ) -> None:
-    name = f"depart-{share}"
+    name = f"depart-{share}-{pieces}"
     raw = departed(warm(rig, name), share)
     handed, before = rig.count("handed_over"), len(rig.recorder.whole)
     with connect(rig) as sock:
         sock.sendall(head(name, len(raw)))
-        send_in_pieces(sock, raw, pause=0.005)
+        send_in_pieces(sock, raw, pause=0.005, pieces=pieces)
         reply = read_answer(sock, bytearray())
     assert reply.status_code == 200 and answer_text(reply)
     assert rig.count("handed_over") == handed + 1

@@ -55,9 +55,10 @@ class LaneApp:
             return
         started = time.time()
         lane = LaneRequest(self.state, claim[0], Headers(scope=scope), claim[1])
-        whole, gone = await self._read(lane, receive)
-        if not whole:
-            await self._hand_over(lane, HandOver(), scope, receive, send, whole=False, gone=gone)
+        unread = await self._read(lane, receive)
+        if unread is not None:
+            whole, gone = unread
+            await self._hand_over(lane, HandOver(), scope, receive, send, whole=whole, gone=gone)
             return
         proven = lane.prove()
         if isinstance(proven, HandOver):
@@ -108,24 +109,24 @@ class LaneApp:
         known = clients[key] = ClientHeaders(who)
         return known
 
-    async def _read(self, lane: LaneRequest, receive: Receive) -> tuple[bool, bool]:
-        """Feed the body to ``lane`` as it arrives, until it is whole or the lane gives it up:
-        whether it is whole, and whether the client left. A client slower than
-        ``body_read_timeout`` is left to the app (which times each of its reads)."""
-        more, gone = True, False
+    async def _read(self, lane: LaneRequest, receive: Receive) -> tuple[bool, bool] | None:
+        """Feed the body to ``lane`` as it arrives: None once it is whole; else, as the lane
+        gives it up, whether it was read whole all the same and whether the client left. A
+        client slower than ``body_read_timeout`` is left to the app (which times each of its
+        reads)."""
+        more = True
         try:
             async with asyncio.timeout(self.state.settings.body_read_timeout):
                 while more:
                     message = await receive()
                     if message["type"] != "http.request":
-                        gone = True
-                        break
+                        return False, True
                     more = message.get("more_body", False)
                     if not lane.feed(message.get("body", b"")):
                         return not more, False
         except TimeoutError:
-            pass
-        return not more and not gone, gone
+            return False, False
+        return None
 
     async def _answer(self, answer: LaneAnswer, receive: Receive) -> HandOver | None:
         """``answer.run()``, given up (its upstream request dropped) if the client leaves
