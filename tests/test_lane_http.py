@@ -310,7 +310,9 @@ def test_the_lane_runs_under_another_http_implementation(tmp_path: Path) -> None
             thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
             thread.start()
             try:
+                deadline = time.monotonic() + 20
                 while not server.started:
+                    assert thread.is_alive() and time.monotonic() < deadline, "not serving"
                     time.sleep(0.01)
                 url = f"http://127.0.0.1:{port}/v1/chat/completions"
                 for stream in (False, True):
