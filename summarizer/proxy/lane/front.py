@@ -55,6 +55,15 @@ class LaneApp:
             return
         started = time.time()
         lane = LaneRequest(self.state, claim[0], Headers(scope=scope), claim[1])
+        try:
+            await self._serve(lane, started, scope, receive, send)
+        finally:  # whatever happened, no upstream request is left unfinished
+            lane.drop_upstream()
+
+    async def _serve(
+        self, lane: LaneRequest, started: float, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """Read, prove and answer a claimed request, or hand it over."""
         unread = await self._read(lane, receive)
         if unread is not None:
             whole, gone = unread
@@ -151,8 +160,7 @@ class LaneApp:
             return await answer.run()
         except asyncio.CancelledError:
             if left and task.uncancel() == 0:
-                answer.lane.drop_upstream()
-                return None  # nobody to answer
+                return None  # nobody to answer (the upstream request is dropped)
             raise
         finally:
             watcher.cancel()
