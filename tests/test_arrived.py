@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from summarizer.proxy.arrived import ArrivedBody
+from summarizer.proxy.lane.arrived import ArrivedBody
 
 
 def arrived(body: bytes, rng: random.Random) -> ArrivedBody:

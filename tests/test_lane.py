@@ -22,10 +22,11 @@ from typing import Any
 
 import httpx2
 import pytest
+from starlette.applications import Starlette
 
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.app import create_app
-from summarizer.proxy.lane import lane_protocol
+from summarizer.proxy.lane import with_lane
 from summarizer.proxy.settings import Settings
 from summarizer.testing import Fault, Reply, TestUpstream, summary_responder
 
@@ -272,16 +273,18 @@ def test_an_upstream_failure_on_the_lane_is_answered_as_the_full_path_answers_it
 def test_the_lane_is_off_where_it_would_bypass_the_full_paths_client(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    def lane_is_on(app: Starlette) -> bool:
+        return with_lane(app.state.proxy, app) is not app
+
     settings = Settings(upstream="http://127.0.0.1:9/v1", port=0, db=tmp_path / "c.db")
-    app = create_app(settings)
-    assert lane_protocol(app.state.proxy) is not None
+    assert lane_is_on(create_app(settings))
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-    assert lane_protocol(create_app(settings).state.proxy) is None  # the client would use it
+    assert not lane_is_on(create_app(settings))  # the client would use it
     monkeypatch.delenv("HTTPS_PROXY")
     off = Settings(upstream="http://127.0.0.1:9/v1", port=0, db=tmp_path / "d.db", fast_path=False)
-    assert lane_protocol(create_app(off).state.proxy) is None
+    assert not lane_is_on(create_app(off))
     transport = httpx2.MockTransport(lambda request: httpx2.Response(200))
-    assert lane_protocol(create_app(settings, transport=transport).state.proxy) is None
+    assert not lane_is_on(create_app(settings, transport=transport))
 
 
 OVERFLOW = {

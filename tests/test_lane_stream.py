@@ -1,4 +1,4 @@
-"""A streamed answer on the lane (``summarizer.proxy.lane_answer``) reaches the client as the
+"""A streamed answer on the lane (``summarizer.proxy.lane.answer``) reaches the client as the
 full path sends it, through a stream broken off, one that stalls past the read timeout, a
 client too slow to keep up and a client that leaves, and the lane serves the next request
 after each.

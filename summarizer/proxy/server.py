@@ -21,7 +21,7 @@ from ..stores import Store
 from .access import check_exposure, check_not_own_upstream
 from .app import create_app
 from .banner import banner_lines, print_banner
-from .lane import lane_protocol
+from .lane import with_lane
 from .settings import Settings
 
 
@@ -66,8 +66,7 @@ def serve(settings: Settings, *, upstream_note: str = "", ui_fragment: str = "")
     print_banner(settings, lines)
     tune_gc_for_serving()
     uvicorn.run(
-        app,
-        http=lane_protocol(app.state.proxy) or "auto",
+        with_lane(app.state.proxy, app),
         host=settings.host,
         port=settings.port,
         log_config=log_config,
@@ -118,8 +117,7 @@ class ProxyServer:
         self._socket = sock
         self.port = int(sock.getsockname()[1])
         config = uvicorn.Config(
-            self.app,
-            http=lane_protocol(self.app.state.proxy) or "auto",
+            with_lane(self.app.state.proxy, self.app),
             log_config=None,
             access_log=self._access_log,
             lifespan="on",

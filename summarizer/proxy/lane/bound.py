@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.errors import InvalidConversation
-from ..core.messages import validate_messages
-from .model_routes import ModelRoute
-from .remembered import Remembered
-from .state import ProxyState
+from ...core.errors import InvalidConversation
+from ...core.messages import validate_messages
+from ..model_routes import ModelRoute
+from ..remembered import Remembered
+from ..state import ProxyState
 
 MESSAGE_SLACK = 16
 """Tokens allowed per new message beyond its bytes (role and separators, as counted)."""

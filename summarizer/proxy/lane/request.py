@@ -1,34 +1,60 @@
 """One request the lane claimed (``proxy.lane``): its body streamed upstream on a guess as it
-arrives, then proven and answered (``proxy.lane_answer``), or handed over to the full path."""
+arrives, then proven (``prove``) for the answer (``lane.answer``), or given up for the full path
+(``HandOver``)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
 
 import httpx2
 from starlette.datastructures import Headers
-from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
-from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
+from ..body import kept_lead
+from ..chat_request import ChatRequest
+from ..fast_path import KEY_BYTES
+from ..managed_request import Sender
+from ..model_routes import ModelRoute
+from ..remembered import Remembered
+from ..state import ProxyState
+from ..wire import Origin, WireConnection, origin_of
 from .arrived import ArrivedBody
-from .body import kept_lead
-from .chat_request import ChatRequest
-from .endpoint import HANDED_OVER, OVERFLOWED
-from .fast_path import KEY_BYTES
-from .lane_answer import LaneAnswer
-from .lane_bound import fits_unlocated
-from .model_routes import ModelRoute
-from .remembered import Remembered
-from .wire import Origin, WireConnection, origin_of
-
-if TYPE_CHECKING:
-    from .lane import ClientHeaders, LaneProtocol
+from .bound import fits_unlocated
 
 UPSTREAM_PATH = ChatRequest.upstream_path
+
+
+@dataclass(slots=True)
+class ClientHeaders:
+    """What the lane works out from a set of client headers, once: an agent sends the same
+    ones with every request. Kept only for headers the proxy's guard lets through."""
+
+    who: Sender
+    """Who sends them: the credential's namespace and the session they name."""
+    heads: dict[ModelRoute, bytes] = field(default_factory=dict)
+    """The upstream request head before ``content-length``, per route (``LaneRequest._head``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HandOver:
+    """The full path takes the request, with the body read so far. ``parsed``: what the fast
+    path made of a whole body (None: parse it whole); ``tried``: the fast path tried it (so
+    the full path does not try again); ``overflowed``: the upstream refused the lane's send of
+    it as too long."""
+
+    parsed: ChatRequest | None = None
+    tried: bool = False
+    overflowed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Proven:
+    """A whole body proven to be the request ``parsed``; ``early``: its last bytes went
+    upstream already, before it is located."""
+
+    parsed: ChatRequest
+    early: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,25 +78,17 @@ _MAY_END = b"} \t\r\n"
 
 
 class LaneRequest:
-    """One claimed request: its body streamed upstream on a guess, then proven, answered, or
-    handed over."""
+    """One claimed request: its body streamed upstream on a guess as it arrives (``feed``),
+    then proven (``prove``) and its last bytes sent (``send_rest``), or the upstream request
+    dropped unfinished (``drop_upstream``)."""
 
     def __init__(
-        self,
-        protocol: LaneProtocol,
-        cycle: RequestResponseCycle,
-        app: Any,
-        length: int,
-        client: ClientHeaders,
+        self, state: ProxyState, client: ClientHeaders, headers: Headers, length: int
     ) -> None:
-        self.protocol = protocol
-        self.cycle = cycle
-        self.app = app
-        self.length = length
+        self.state = state
         self.client = client
-        self.state = protocol.proxy
-        self.started = time.time()
-        self.headers = Headers(raw=list(cycle.scope["headers"]))
+        self.headers = headers
+        self.length = length
         self.body = ArrivedBody()
         self.checked = 0
         """Bytes of the body found equal to the guessed body's (up to its last message)."""
@@ -82,40 +100,35 @@ class LaneRequest:
         self.lead = (b"", 0)
         self.wire: WireConnection | None = None
         self.connecting: asyncio.Task[None] | None = None
-        self.handed = False
-        self.written = False
-        """Whether any of the answer has been written to the client."""
-        self.task: asyncio.Task[None] | None = None
-        loop = protocol.loop
-        self.timer = loop.call_later(self.state.settings.body_read_timeout, self._too_slow)
+        self.dropped = False
+        """Whether the guessed upstream request was given up."""
 
     # -- the body, as it arrives -------------------------------------------------------------
 
-    def feed(self, body: bytes) -> None:
-        """More of the body: checked against the guess and streamed upstream."""
-        self.body.append(body)
+    def feed(self, piece: bytes) -> bool:
+        """More of the body: checked against the guess and streamed upstream. False when the
+        lane gives the request up (no guess, a differing byte, more bytes than announced)."""
+        self.body.append(piece)
+        if len(self.body) > self.length:
+            return False
         if self.known is None:
             if len(self.body) < KEY_BYTES:
-                return
+                return True
             if not self._guess():
-                self.hand_over(None, whole=False)
-                return
+                return False
         if not self._matches():
-            self.hand_over(None, whole=False)
-            return
+            return False
         self._stream()
+        return True
 
-    def complete(self) -> None:
-        """The whole body is in: prove it, then answer it on the lane or hand it over."""
-        self.timer.cancel()
-        if self.handed:
-            return
-        if self.known is None:
-            self.hand_over(None, whole=True)
-            return
+    def prove(self) -> Proven | HandOver:
+        """The whole body is in: the request it proves to be (its last bytes sent at once when
+        it provably fits unlocated), or the hand-over."""
         fast = self.state.fast_path
-        known, who = self.known, self.client.who
-        assert fast is not None
+        known = self.known
+        if known is None or fast is None or len(self.body) != self.length:
+            return HandOver()
+        who = self.client.who
         # The common case: the body extends the guessed one (its bytes before the guess's last
         # message are compared already). Proven from its new bytes alone, and its last bytes
         # sent when that proves it fits, before the whole body is joined and its request built.
@@ -131,24 +144,22 @@ class LaneRequest:
             if early:
                 self.send_early()
             parsed = fast.adopt(known, self.body.joined(), extended, self.headers, who)
-        else:
-            raw = self.body.joined()
-            found = fast.parse(raw, self.headers, who=who, proven=(known, self.checked))
-            if found is None:
-                self.hand_over(None, whole=True, tried=True)
-                return
-            parsed = found
-            early = self.wire is not None and self._fits_unlocated(parsed)
-            if early:
-                self.send_early()
-        self.task = self.protocol.loop.create_task(LaneAnswer(self, parsed, early).run())
-        self.protocol.running.add(self)
-        self.task.add_done_callback(lambda _: self.protocol.running.discard(self))
+            return Proven(parsed, early)
+        raw = self.body.joined()
+        found = fast.parse(raw, self.headers, who=who, proven=(known, self.checked))
+        if found is None:
+            return HandOver(tried=True)
+        early = self.wire is not None and self._fits_unlocated(found)
+        if early:
+            self.send_early()
+        return Proven(found, early)
 
     def _guess(self) -> bool:
         """Open the upstream request for the body this one most likely extends."""
         fast = self.state.fast_path
-        assert fast is not None
+        pool = self.state.wire_pool
+        if fast is None or pool is None:
+            return False
         known = fast.newest(b"".join(self.body.views(0, KEY_BYTES)), self.client.who)
         if known is None or known.end > self.length:
             return False
@@ -158,11 +169,11 @@ class LaneRequest:
         self.known, self.lead, self.sent = known, lead, lead[1]
         self.route = self.state.upstream.route_for(known.body["model"])
         self.target = _target(self.route)
-        pool = self.state.wire_pool
-        assert pool is not None
         wire = pool.idle(self.target.origin)
         if wire is None:
-            self.connecting = self.protocol.loop.create_task(self._connect(self.target.origin))
+            self.connecting = asyncio.get_running_loop().create_task(
+                self._connect(self.target.origin)
+            )
         else:
             self._begin(wire)
         return True
@@ -216,14 +227,15 @@ class LaneRequest:
         wire.begin(self._head() + self.lead[0], self.body.views(self.sent, until))
         self.sent = until
 
-    async def _connect(self, origin: Any) -> None:
+    async def _connect(self, origin: Origin) -> None:
         pool = self.state.wire_pool
-        assert pool is not None
+        if pool is None:
+            return
         try:
             wire = await pool.connect(origin)
         except httpx2.TransportError:
             return  # the full path will meet the same upstream and answer for it
-        if self.handed:
+        if self.dropped:
             pool.discard(wire)
             return
         self._begin(wire)
@@ -247,74 +259,6 @@ class LaneRequest:
             self.wire.write(self.body.views(self.sent, until))
             self.sent = until
 
-    def _too_slow(self) -> None:
-        """The client takes longer than ``body_read_timeout``: the full path times it."""
-        if not self.handed:
-            self.hand_over(None, whole=False)
-
-    # -- handing over -------------------------------------------------------------------------
-
-    def hand_over(
-        self,
-        parsed: ChatRequest | None,
-        *,
-        whole: bool,
-        tried: bool = False,
-        overflowed: bool = False,
-    ) -> None:
-        """Give the request to uvicorn's cycle and the app, with the body read so far."""
-        if self.handed:
-            return
-        self.handed = True
-        self.timer.cancel()
-        self.drop_upstream()
-        self.state.metrics.lane.labels("handed_over").inc()
-        protocol, cycle = self.protocol, self.cycle
-        if protocol.receiving is self:
-            protocol.receiving = None  # the rest of the body goes to uvicorn's on_body
-        cycle.body = bytearray().join(self.body.pieces)  # uvicorn's on_body appends the rest
-        if whole:
-            cycle.more_body = False
-            if parsed is not None or tried:
-                cycle.scope["state"][HANDED_OVER] = parsed
-            if overflowed:
-                cycle.scope["state"][OVERFLOWED] = True
-        elif len(cycle.body) > HIGH_WATER_LIMIT:
-            protocol.flow.pause_reading()
-        cycle.message_event.set()
-        protocol.start_cycle(cycle, self.app)
-
-    def drop_upstream(self) -> None:
-        """Close the guessed upstream request, unfinished: the upstream never acts on it."""
-        if self.connecting is not None:
-            self.connecting.cancel()
-        self.let_go(keep=False)
-
-    def let_go(self, *, keep: bool) -> None:
-        """Be done with the upstream connection: back to the pool when ``keep`` and its
-        exchange ended so that it can serve another, else closed. (Once the proxy has closed
-        its pool, every connection is closed already.)"""
-        wire, self.wire = self.wire, None
-        pool = self.state.wire_pool
-        if wire is not None and pool is not None:
-            if keep:
-                pool.release(wire)
-            else:
-                pool.discard(wire)
-
-    def client_gone(self) -> None:
-        """The client closed its connection: a body still arriving is handed over (the full
-        path notes a client gone mid-upload, 499); an answer under way is dropped."""
-        self.timer.cancel()
-        if self.task is not None:
-            self.task.cancel()
-            self.handed = True
-            self.drop_upstream()
-        elif not self.handed:
-            self.hand_over(None, whole=False)
-
-    # -- the answer ---------------------------------------------------------------------------
-
     def _fits_unlocated(self, parsed: ChatRequest) -> bool:
         """``fits_unlocated`` for a request proven to extend another remembered body than the
         guessed one: it must also go upstream as the same bytes."""
@@ -333,6 +277,8 @@ class LaneRequest:
             parsed.namespace,
         )
 
+    # -- the upstream request ---------------------------------------------------------------------
+
     def send_early(self) -> None:
         """``send_rest`` before the request is located (it is located while the upstream
         works): counted as ``sent_early``."""
@@ -342,7 +288,24 @@ class LaneRequest:
     def send_rest(self) -> None:
         """Send the body's last bytes: from here the lane answers, whatever comes."""
         assert self.wire is not None
-        self.handed = True
-        self.timer.cancel()
         self.wire.write(self.body.views(self.sent, self.length))
         self.sent = self.length
+
+    def drop_upstream(self) -> None:
+        """Close the guessed upstream request, unfinished: the upstream never acts on it."""
+        self.dropped = True
+        if self.connecting is not None:
+            self.connecting.cancel()
+        self.let_go(keep=False)
+
+    def let_go(self, *, keep: bool) -> None:
+        """Be done with the upstream connection: back to the pool when ``keep`` and its
+        exchange ended so that it can serve another, else closed. (Once the proxy has closed
+        its pool, every connection is closed already.)"""
+        wire, self.wire = self.wire, None
+        pool = self.state.wire_pool
+        if wire is not None and pool is not None:
+            if keep:
+                pool.release(wire)
+            else:
+                pool.discard(wire)
