@@ -43,21 +43,22 @@ BEFORE_LANE: dict[tuple[int, bool, int, bool], float] = {
     (100_000, True, 16, False): -6.52, (100_000, True, 64, False): -43.34,
     (100_000, False, 1, True): 6.84, (100_000, True, 1, True): 7.23,
 }  # fmt: skip
-LAST_STOP_COMMIT = "36afdb6"
-"""The run at the previous stop (issue 16), on 2026-12-04."""
+LAST_STOP_COMMIT = "e22dd62"
+"""The last run with the lane on uvicorn's private protocol class (issue 28 rebuilt it as an
+ASGI callable), on 2026-12-04."""
 AT_LAST_STOP: dict[tuple[int, bool, int, bool], float] = {
-    (10_000, False, 1, False): 0.65, (10_000, False, 16, False): 5.39,
-    (10_000, False, 64, False): 25.35, (10_000, True, 1, False): 0.87,
-    (10_000, True, 16, False): 8.64, (10_000, True, 64, False): 20.51,
-    (100_000, False, 1, False): 0.96, (100_000, False, 16, False): 8.73,
-    (100_000, False, 64, False): 43.74, (100_000, True, 1, False): 1.29,
-    (100_000, True, 16, False): 3.93, (100_000, True, 64, False): 96.16,
-    (100_000, False, 1, True): 1.32, (100_000, True, 1, True): 1.45,
+    (10_000, False, 1, False): 0.46, (10_000, False, 16, False): 2.87,
+    (10_000, False, 64, False): 22.56, (10_000, True, 1, False): 0.58,
+    (10_000, True, 16, False): 3.60, (10_000, True, 64, False): 23.34,
+    (100_000, False, 1, False): 0.68, (100_000, False, 16, False): 10.68,
+    (100_000, False, 64, False): 5.98, (100_000, True, 1, False): 0.66,
+    (100_000, True, 16, False): 8.74, (100_000, True, 64, False): 86.00,
+    (100_000, False, 1, True): 0.92, (100_000, True, 1, True): 0.83,
 }  # fmt: skip
 EARLIER = (
     (f"before the fast path ({FAST_PATH_COMMIT})", BEFORE_FAST_PATH),
     (f"before the lane ({LANE_COMMIT})", BEFORE_LANE),
-    (f"at the previous stop ({LAST_STOP_COMMIT})", AT_LAST_STOP),
+    (f"the lane on uvicorn's private class ({LAST_STOP_COMMIT})", AT_LAST_STOP),
 )
 """Summarizer's added median (ms) per (tokens, stream, concurrency, growing session) in the
 earlier runs, each named; each run's absolute figures move with the host's load, so read them
@@ -133,9 +134,10 @@ def report(
             "machine, the least any proxy can add; *stack floor*: `benchmarks.passthrough`, a "
             "proxy on uvicorn, Starlette and httpx2 that reads the body, then forwards it, no "
             "parsing: the least a proxy built that way adds; "
-            f"{gateway}. *before* and *at the previous stop*: summarizer's added median in the "
-            f"last runs before the fast path (commit {FAST_PATH_COMMIT}), before the lane "
-            f"(commit {LANE_COMMIT}) and at the previous stop (commit {LAST_STOP_COMMIT}), "
+            f"{gateway}. *before* and *the lane on uvicorn's private class*: summarizer's added "
+            f"median in the last runs before the fast path (commit {FAST_PATH_COMMIT}), before "
+            f"the lane (commit {LANE_COMMIT}) and the last with the lane subclassing uvicorn's "
+            f"protocol (commit {LAST_STOP_COMMIT}; the lane is a plain ASGI callable since), "
             "other runs' load: compare them through each run's floors and LiteLLM figures. "
             "Rows *100k + turns* are a growing session: each request is the previous one plus "
             "a turn (what an agent sends, and what the lane streams upstream as it arrives); "

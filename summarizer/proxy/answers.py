@@ -15,21 +15,21 @@ from ..library.upstream import says_context_length_exceeded
 from .body import json_object
 from .errors import ProxyError, error_payload
 from .model_routes import ModelRoute
-from .state import ProxyState
+from .upstream import Upstream
 
 logger = logging.getLogger("summarizer.proxy")
 
-_warned_usage: weakref.WeakKeyDictionary[ProxyState, set[str]] = weakref.WeakKeyDictionary()
+_warned_usage: weakref.WeakKeyDictionary[Upstream, set[str]] = weakref.WeakKeyDictionary()
 
 
-def usable_usage(state: ProxyState, usage: Mapping[str, Any]) -> bool:
+def usable_usage(upstream: Upstream, usage: Mapping[str, Any]) -> bool:
     """Whether ``usage.prompt_tokens`` is a positive integer; if not, say so once per kind of
     value (a misbehaving upstream would otherwise log on every request)."""
     tokens = usage.get("prompt_tokens")
     if type(tokens) is int and tokens > 0:
         return True
     cause = type(tokens).__name__ if type(tokens) is not int else "not positive"
-    warned = _warned_usage.setdefault(state, set())
+    warned = _warned_usage.setdefault(upstream, set())
     if cause not in warned:
         warned.add(cause)
         logger.warning(
@@ -41,11 +41,11 @@ def usable_usage(state: ProxyState, usage: Mapping[str, Any]) -> bool:
     return False
 
 
-def broken_off(state: ProxyState, exc: httpx2.TransportError, route: ModelRoute) -> ProxyError:
+def broken_off(upstream: Upstream, exc: httpx2.TransportError, route: ModelRoute) -> ProxyError:
     """The 504 (timeout) or 502 for an answer ``route``'s upstream began and did not finish."""
     if isinstance(exc, httpx2.TimeoutException):
-        return state.upstream.failure(exc, route)
-    interrupted(state, exc, route)
+        return upstream.failure(exc, route)
+    interrupted(upstream, exc, route)
     return ProxyError(
         502,
         f"The upstream {route.host} broke off its answer: {type(exc).__name__}.",
@@ -54,10 +54,10 @@ def broken_off(state: ProxyState, exc: httpx2.TransportError, route: ModelRoute)
     )
 
 
-def interrupted(state: ProxyState, exc: httpx2.TransportError, route: ModelRoute) -> None:
+def interrupted(upstream: Upstream, exc: httpx2.TransportError, route: ModelRoute) -> None:
     """Count and log (one line, no traceback) an answer ``route``'s upstream cut short."""
     label = "timeout" if isinstance(exc, httpx2.TimeoutException) else "stream_interrupted"
-    state.metrics.upstream_errors.labels(label).inc()
+    upstream.errors.labels(label).inc()
     logger.warning(
         "the upstream %s interrupted its answer to a chat request: %s",
         route.host,
@@ -65,9 +65,9 @@ def interrupted(state: ProxyState, exc: httpx2.TransportError, route: ModelRoute
     )
 
 
-def invalid_answer(state: ProxyState, status: int, route: ModelRoute) -> ProxyError:
+def invalid_answer(upstream: Upstream, status: int, route: ModelRoute) -> ProxyError:
     """The 502 for a success answer (of ``route``'s upstream) that is not a chat completion."""
-    state.metrics.upstream_errors.labels("invalid_response").inc()
+    upstream.errors.labels("invalid_response").inc()
     logger.warning(
         "the upstream %s answered HTTP %d with a body that is not a chat completion",
         route.host,

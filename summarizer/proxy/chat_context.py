@@ -167,7 +167,7 @@ class ChatContext:
                 self.located = await context.alocate(self.turn())
             else:
                 self.located = await begun.located()
-            if await calibrate_by_count(self.state, self.chat, self.located, self.route):
+            if await calibrate_by_count(self.state.upstream, self.chat, self.located, self.route):
                 self.located = await context.alocate(self.turn())
         except InvalidConversation as exc:
             raise ProxyError(400, str(exc), param=exc.param, code="invalid_value") from None
@@ -273,7 +273,7 @@ class ChatContext:
         if self.result is None or not isinstance(usage, Mapping):
             return True
         self.reported_tokens, self.cached_tokens = usage_figures(usage)
-        if not usable_usage(self.state, usage):
+        if not usable_usage(self.state.upstream, usage):
             return True
         activity = self.state.activity
         if activity is None:

@@ -104,7 +104,7 @@ class Exchange:
         try:
             return await response.aread()
         except httpx2.TransportError as exc:
-            raise broken_off(self.state, exc, self.context.route) from exc
+            raise broken_off(self.state.upstream, exc, self.context.route) from exc
         finally:
             await response.aclose()
             self.overhead.resume()
@@ -132,7 +132,7 @@ class Exchange:
         ``ProxyError`` (a 502) for an answer that is not a JSON object."""
         completion = json_object(content, exact=self.chat.rewrites_answers)
         if completion is None:
-            raise invalid_answer(self.state, status, self.context.route)
+            raise invalid_answer(self.state.upstream, status, self.context.route)
         usage = self.chat.answer_usage(completion)
         if isinstance(usage, Mapping):
             usage = dict(usage)  # as reported, whatever rewriting the answer does to it
@@ -236,7 +236,7 @@ class Exchange:
         except httpx2.TransportError as exc:
             # The 200 is already sent: end with an error event (the SDKs raise on it); the
             # unfinished event the upstream was sending, if any, is dropped.
-            interrupted(self.state, exc, self.context.route)
+            interrupted(self.state.upstream, exc, self.context.route)
             yield error_event(
                 error_payload(
                     f"The upstream {self.context.route.host} broke off the stream: "

@@ -71,6 +71,7 @@ class ProxyState:
         self.upstream = Upstream(
             routes,
             self.metrics.upstream_errors,
+            counted=self.metrics.upstream_counts.inc,
             timeout=settings.upstream_timeout,
             transport=transport,
         )

@@ -40,12 +40,15 @@ class Upstream:
         routes: RouteTable,
         errors: UpstreamErrors,
         *,
+        counted: Callable[[], None] = lambda: None,
         timeout: float,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.routes = routes
         self.errors = errors
         """``summarizer_upstream_errors_total``, counted where an upstream fails."""
+        self.counted = counted
+        """Counts a prompt the upstream counted for the proxy (``upstream_count``)."""
         self.timeout = timeout
         self._transport = transport
         self.custom_transport = transport is not None

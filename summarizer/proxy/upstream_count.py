@@ -22,7 +22,7 @@ from .body import json_object
 if TYPE_CHECKING:
     from .managed_request import ManagedRequest
     from .model_routes import ModelRoute
-    from .state import ProxyState
+    from .upstream import Upstream
 
 logger = logging.getLogger("summarizer.proxy")
 
@@ -38,24 +38,24 @@ def near_trigger(located: Located) -> bool:
 
 
 async def calibrate_by_count(
-    state: ProxyState, chat: ManagedRequest, located: Located, route: ModelRoute
+    upstream: Upstream, chat: ManagedRequest, located: Located, route: ModelRoute
 ) -> bool:
     """Count ``located``'s request at ``route``'s upstream when that can change the decision,
     and calibrate ``route``'s context manager with the answer. Whether calibration changed (then
     locate again)."""
     body_for = getattr(chat, "count_tokens_body", None)
-    if body_for is None or route.upstream in state.upstream.count_tokens_missing:
+    if body_for is None or route.upstream in upstream.count_tokens_missing:
         return False
     if not near_trigger(located):
         return False
     context = route.context
     sent_as = context.engine.unchanged(located)
     try:
-        response = await state.upstream.http.post(
+        response = await upstream.http.post(
             route.url("/messages/count_tokens"),
             content=json.dumps(body_for(sent_as)).encode(),
             headers=[
-                *state.upstream.forward_headers(
+                *upstream.forward_headers(
                     chat.headers,
                     drop=("content-length", "accept-encoding"),
                     key_header=chat.api.key_header,
@@ -67,7 +67,7 @@ async def calibrate_by_count(
     except httpx2.TransportError:
         return False  # the request itself will meet the same upstream; nothing is lost
     if response.status_code in _NO_ROUTE:
-        state.upstream.count_tokens_missing.add(route.upstream)
+        upstream.count_tokens_missing.add(route.upstream)
         logger.info(
             "the upstream %s has no /messages/count_tokens; estimates stay calibrated by usage",
             route.host,
@@ -77,6 +77,6 @@ async def calibrate_by_count(
     counted: Any = read.get("input_tokens") if read is not None else None
     if response.status_code != 200 or type(counted) is not int or counted <= 0:
         return False
-    state.metrics.upstream_counts.inc()
+    upstream.counted()
     await context.aobserve(sent_as, {"prompt_tokens": counted}, model=chat.model)
     return True

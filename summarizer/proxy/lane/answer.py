@@ -110,7 +110,9 @@ class LaneAnswer:
             exchange.overhead.pause()
             content = await wire.read()
         except httpx2.TransportError as exc:
-            await self._finish(exchange, broken_off(lane.state, exc, context.route).response())
+            await self._finish(
+                exchange, broken_off(lane.state.upstream, exc, context.route).response()
+            )
             return None
         finally:
             exchange.overhead.resume()
