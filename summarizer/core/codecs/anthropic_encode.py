@@ -15,6 +15,7 @@ from typing import Any
 from ..bounded_json import loads_bounded
 from ..messages import Message
 from . import OPAQUE_KEY, Decoded
+from .regroup import regroup
 
 _STRIP = frozenset({"cache_control"})
 """Block keys that are delivery hints, not conversation: never part of a chat message."""
@@ -27,97 +28,18 @@ def stripped(block: Mapping[str, Any]) -> dict[str, Any]:
 
 def encode_messages(decoded: Decoded, messages: Sequence[Message]) -> list[Any]:
     """The ``messages`` field for the engine's ``messages`` chosen from ``decoded``."""
-    start = 0
-    while start < len(messages) and start < decoded.system_items:
-        if messages[start] is not decoded.messages[start]:
-            break
-        start += 1
-    out: list[Any] = []
-    group: _Group | None = None
-    for message in messages[start:]:
-        piece = _piece(decoded, message)
-        if group is not None and piece.index is not None and piece.index == group.index:
-            group.add(piece)
-            continue
-        if group is not None:
-            out.append(group.render(decoded))
-        group = _Group(piece)
-    if group is not None:
-        out.append(group.render(decoded))
-    return out
+    return regroup(
+        decoded,
+        messages,
+        blocks_key="content",
+        shortened=_shortened,
+        new_item=lambda decoded, message: _new_message(message),
+    )
 
 
-class _Piece:
-    """One chat message's wire form: blocks of wire message ``index`` (None: a new message)."""
-
-    __slots__ = ("blocks", "index", "message", "replaced")
-
-    def __init__(
-        self,
-        index: int | None,
-        blocks: tuple[int, ...] | None,
-        message: Message,
-        replaced: dict[int, dict[str, Any]] | None = None,
-    ) -> None:
-        self.index = index
-        self.blocks = blocks
-        self.message = message
-        self.replaced = replaced or {}
-
-
-def _piece(decoded: Decoded, message: Message) -> _Piece:
-    origin = decoded.origins.get(id(message))
-    if origin is not None and origin.items:
-        return _Piece(origin.items[0], origin.blocks, message)
-    if message.get("role") == "tool":
-        found = _tool_result_at(decoded, message.get("tool_call_id"))
-        if found is not None:
-            index, number = found
-            original = decoded.items[index]["content"][number]
-            block = {**stripped(original), "content": _wire_content(message.get("content"))}
-            return _Piece(index, (number,), message, {number: block})
-    return _Piece(None, None, message)
-
-
-def _tool_result_at(decoded: Decoded, call_id: Any) -> tuple[int, int] | None:
-    for message in decoded.messages:
-        origin = decoded.origins.get(id(message))
-        if (
-            origin is not None
-            and origin.blocks is not None
-            and message.get("role") == "tool"
-            and message.get("tool_call_id") == call_id
-        ):
-            return origin.items[0], origin.blocks[0]
-    return None
-
-
-class _Group:
-    """Consecutive pieces of one wire message (or one new message), rendered as one."""
-
-    def __init__(self, piece: _Piece) -> None:
-        self.index = piece.index
-        self.pieces = [piece]
-
-    def add(self, piece: _Piece) -> None:
-        self.pieces.append(piece)
-
-    def render(self, decoded: Decoded) -> Any:
-        if self.index is None:
-            return _new_message(self.pieces[0].message)
-        original = decoded.items[self.index]
-        if any(piece.blocks is None for piece in self.pieces):
-            return original  # a message carried whole
-        numbers: list[int] = []
-        replaced: dict[int, dict[str, Any]] = {}
-        for piece in self.pieces:
-            numbers.extend(piece.blocks or ())
-            replaced.update(piece.replaced)
-        content = original["content"]
-        if not replaced and numbers == list(range(len(content))):
-            return original
-        blocks = [replaced.get(n, content[n]) for n in numbers]
-        return {**original, "content": blocks}
+def _shortened(original: Mapping[str, Any], message: Message) -> dict[str, Any]:
+    """The client's ``tool_result`` block with the engine's shortened result."""
+    return {**stripped(original), "content": _wire_content(message.get("content"))}
 
 
 def _new_message(message: Message) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 from ..bounded_json import loads_bounded
 from ..messages import Message, content_text
 from . import Decoded
+from .regroup import regroup
 
 
 def field_of(value: Mapping[str, Any], *names: str) -> Any:
@@ -31,69 +32,9 @@ def field_of(value: Mapping[str, Any], *names: str) -> Any:
 
 def encode_contents(decoded: Decoded, messages: Sequence[Message]) -> list[Any]:
     """The ``contents`` field for the engine's ``messages`` chosen from ``decoded``."""
-    start = 0
-    while start < len(messages) and start < decoded.system_items:
-        if messages[start] is not decoded.messages[start]:
-            break
-        start += 1
-    out: list[Any] = []
-    group: _Group | None = None
-    for message in messages[start:]:
-        piece = _piece(decoded, message)
-        if group is not None and piece.index is not None and piece.index == group.index:
-            group.pieces.append(piece)
-            continue
-        if group is not None:
-            out.append(group.render(decoded))
-        group = _Group(piece)
-    if group is not None:
-        out.append(group.render(decoded))
-    return out
-
-
-class _Piece:
-    """One chat message's wire form: parts of content ``index`` (None: a new content)."""
-
-    __slots__ = ("blocks", "index", "message", "replaced")
-
-    def __init__(
-        self,
-        index: int | None,
-        blocks: tuple[int, ...] | None,
-        message: Message,
-        replaced: dict[int, dict[str, Any]] | None = None,
-    ) -> None:
-        self.index = index
-        self.blocks = blocks
-        self.message = message
-        self.replaced = replaced or {}
-
-
-def _piece(decoded: Decoded, message: Message) -> _Piece:
-    origin = decoded.origins.get(id(message))
-    if origin is not None and origin.items:
-        return _Piece(origin.items[0], origin.blocks, message)
-    if message.get("role") == "tool":
-        found = _response_at(decoded, message.get("tool_call_id"))
-        if found is not None:
-            index, number = found
-            original = decoded.items[index]["parts"][number]
-            return _Piece(index, (number,), message, {number: _shortened(original, message)})
-    return _Piece(None, None, message)
-
-
-def _response_at(decoded: Decoded, call_id: Any) -> tuple[int, int] | None:
-    """Where the client's tool result for ``call_id`` is: its content and part."""
-    for message in decoded.messages:
-        origin = decoded.origins.get(id(message))
-        if (
-            origin is not None
-            and origin.blocks is not None
-            and message.get("role") == "tool"
-            and message.get("tool_call_id") == call_id
-        ):
-            return origin.items[0], origin.blocks[0]
-    return None
+    return regroup(
+        decoded, messages, blocks_key="parts", shortened=_shortened, new_item=_new_content
+    )
 
 
 def _shortened(original: Mapping[str, Any], message: Message) -> dict[str, Any]:
@@ -104,30 +45,6 @@ def _shortened(original: Mapping[str, Any], message: Message) -> dict[str, Any]:
     response["response"] = {outcome: content_text(message)}
     response.pop("parts", None)  # the shortened text stands for the media as well
     return {**original, key: response}
-
-
-class _Group:
-    """Consecutive pieces of one content (or one new content), rendered as one."""
-
-    def __init__(self, piece: _Piece) -> None:
-        self.index = piece.index
-        self.pieces = [piece]
-
-    def render(self, decoded: Decoded) -> Any:
-        if self.index is None:
-            return _new_content(decoded, self.pieces[0].message)
-        original = decoded.items[self.index]
-        if any(piece.blocks is None for piece in self.pieces):
-            return original  # a content carried whole
-        numbers: list[int] = []
-        replaced: dict[int, dict[str, Any]] = {}
-        for piece in self.pieces:
-            numbers.extend(piece.blocks or ())
-            replaced.update(piece.replaced)
-        parts = original["parts"]
-        if not replaced and numbers == list(range(len(parts))):
-            return original
-        return {**original, "parts": [replaced.get(n, parts[n]) for n in numbers]}
 
 
 def _new_content(decoded: Decoded, message: Message) -> dict[str, Any]:
