@@ -26,7 +26,7 @@ from .errors import ProxyError
 from .exchange import OFFLOAD_BYTES, Exchange
 from .fast_path import FastPath
 from .front_door import Arrival, FrontDoor, Parse
-from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body
+from .intake import whole_body
 from .managed_request import ManagedRequest
 from .state import ProxyState
 
@@ -54,12 +54,7 @@ async def serve_managed(request: Request, door: FrontDoor) -> Response:
     state: ProxyState = request.app.state.proxy
     settings = state.settings
     started = time.time()
-    try:
-        raw = await read_body(request, settings.max_body_bytes, settings.body_read_timeout)
-    except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
-        raise unread_body(
-            request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
-        ) from None
+    raw = await whole_body(request, settings.max_body_bytes, settings.body_read_timeout)
     fast = state.fast_path if door.api is CHAT else None
     arrival = Arrival(request.path_params, request.url.query, settings, state.compaction_key)
     parsed: ManagedRequest | Response | None = None

@@ -71,6 +71,15 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     return b"".join(chunks)
 
 
+async def whole_body(request: Request, limit: int, timeout: float) -> bytes:
+    """``read_body``, with a body that could not be read refused as ``unread_body`` says
+    (``ProxyError``: 413, 408, or 499 for a client gone)."""
+    try:
+        return await read_body(request, limit, timeout)
+    except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
+        raise unread_body(request, exc, limit=limit, timeout=timeout) from None
+
+
 def unread_body(
     request: Request, exc: BodyTooLarge | BodyTimeout | ClientGone, *, limit: int, timeout: float
 ) -> ProxyError:

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 
 from .chat_context import ChatContext, Overhead
 from .headers import decoded_response_headers
-from .intake import BodyTimeout, BodyTooLarge, ClientGone, read_body, unread_body
+from .intake import whole_body
 from .responses_request import CODEC, ResponsesRequest, parse_responses_request
 from .state import ProxyState
 
@@ -80,12 +80,7 @@ async def responses_compact(request: Request) -> Response:
     """The ``POST /v1/responses/compact`` endpoint."""
     state: ProxyState = request.app.state.proxy
     settings = state.settings
-    try:
-        raw = await read_body(request, settings.max_body_bytes, settings.body_read_timeout)
-    except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
-        raise unread_body(
-            request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
-        ) from None
+    raw = await whole_body(request, settings.max_body_bytes, settings.body_read_timeout)
     parsed = parse_responses_request(raw, request.headers, key=state.compaction_key)
     if parsed.decoded is None:
         return await _forward(state, parsed)
