@@ -85,7 +85,7 @@ def cache_bounds(page_cache_kib: int, footprints: dict[str, Footprint]) -> list[
             "",
         ],
         [
-            "models warned about (`ProxyState.warned_models`)",
+            "models warned about (`ExchangeServices.warned_models`)",
             "`summarizer/proxy/chat_context.py` `_MAX_WARNED_MODELS`",
             f"{chat_context._MAX_WARNED_MODELS:,} model names",
             "",

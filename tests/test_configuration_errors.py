@@ -18,8 +18,8 @@ import summarizer
 from summarizer.core.config import CompactionConfig, PinRule
 from summarizer.core.errors import ConfigurationError
 from summarizer.library.manager import ContextManager
+from summarizer.proxy.services import ProxyServices
 from summarizer.proxy.settings import Settings
-from summarizer.proxy.state import ProxyState
 from summarizer.stores import MemoryStore
 
 SECRET = "sk-test-0123456789abcdefSECRET"
@@ -165,7 +165,7 @@ def test_proxy_hands_its_settings_config_to_the_context_manager() -> None:
     settings = Settings.from_env(
         {"SUMMARIZER_CONTEXT_WINDOW": "64000", "SUMMARIZER_TRIGGER_RATIO": "0.7"}, db=":memory:"
     )
-    state = ProxyState(settings, store=MemoryStore())
+    state = ProxyServices(settings, store=MemoryStore())
     assert state.context.config is settings.compaction
     assert state.context.config.context_window == 64_000
     assert state.context.config.trigger_ratio == 0.7

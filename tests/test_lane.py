@@ -274,7 +274,7 @@ def test_the_lane_is_off_where_it_would_bypass_the_full_paths_client(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     def lane_is_on(app: Starlette) -> bool:
-        return with_lane(app.state.proxy, app) is not app
+        return with_lane(app.state.proxy.lane, app) is not app
 
     settings = Settings(upstream="http://127.0.0.1:9/v1", port=0, db=tmp_path / "c.db")
     assert lane_is_on(create_app(settings))

@@ -304,7 +304,7 @@ def test_the_lane_runs_under_another_http_implementation(tmp_path: Path) -> None
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
             config = uvicorn.Config(
-                with_lane(app.state.proxy, app), http="h11", log_config=None, lifespan="on"
+                with_lane(app.state.proxy.lane, app), http="h11", log_config=None, lifespan="on"
             )
             server = uvicorn.Server(config)
             thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from ..core.activity import Recording, RequestRecord, redact
 from .chat_context import ChatContext
-from .state import ProxyState
+from .exchange_services import ExchangeServices
 
 logger = logging.getLogger("summarizer.proxy")
 
@@ -47,31 +47,33 @@ def request_record(context: ChatContext, *, status: int, started: float) -> Requ
 
 
 def note_after(
-    response: Response, state: ProxyState, context: ChatContext, started: float
+    response: Response, services: ExchangeServices, context: ChatContext, started: float
 ) -> Response:
     """``response``, set to log its request once it has been sent (its stream included)."""
-    if state.activity is None:
+    if services.activity is None:
         return response
 
     async def note() -> None:
-        note_request(state, context, status=response.status_code, started=started)
+        note_request(services, context, status=response.status_code, started=started)
 
     response.background = _chained(response.background, note)
     return response
 
 
-def note_request(state: ProxyState, context: ChatContext, *, status: int, started: float) -> None:
+def note_request(
+    services: ExchangeServices, context: ChatContext, *, status: int, started: float
+) -> None:
     """Queue the record of a request whose answer is sent (and its recording, with
     ``--record``)."""
-    writer = state.activity
+    writer = services.activity
     record = request_record(context, status=status, started=started)
     if writer is None or record is None:
         return
-    recording = _recording(state, context) if state.settings.record else None
+    recording = _recording(context) if services.record else None
     writer.submit(record, recording)
 
 
-def _recording(state: ProxyState, context: ChatContext) -> Callable[[], Recording]:
+def _recording(context: ChatContext) -> Callable[[], Recording]:
     """Builds the session's recording (redaction runs in the worker thread)."""
     turn = context.chat.turn()
     secrets = context.secrets

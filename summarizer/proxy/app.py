@@ -26,6 +26,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
 import httpx2
 from starlette.applications import Starlette
@@ -39,18 +40,19 @@ from ..core.errors import StoreUnavailable
 from ..core.results import CompactionEvent
 from ..stores import Store
 from .access import RequestGuard, log_startup_notes, reader_namespace
-from .apis import api_for_path
+from .apis import CHAT, api_for_path
 from .cross_site import AllowedOriginsCors
-from .endpoint import endpoint
+from .endpoint import Endpoint
 from .errors import ErrorShape, ProxyError, store_unavailable
+from .front_door import FrontDoor
 from .front_doors import FRONT_DOORS
 from .gemini_key import GeminiQueryKey
-from .metrics import CONTENT_TYPE
+from .metrics import CONTENT_TYPE, ProxyMetrics
 from .passthrough import passthrough
 from .responses_compact import responses_compact
 from .routing import StrictRoute, UnknownPath, UnprefixedPaths, http_error, proxy_error
+from .services import ProxyServices
 from .settings import Settings
-from .state import ProxyState
 from .ui import ui_routes
 from .websocket_refusal import RefuseWebSockets
 
@@ -62,22 +64,20 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-async def metrics(request: Request) -> Response:
+async def metrics(request: Request, *, metrics: ProxyMetrics) -> Response:
     """Prometheus metrics of this proxy."""
-    state: ProxyState = request.app.state.proxy
-    return Response(state.metrics.render(), media_type=CONTENT_TYPE)
+    return Response(metrics.render(), media_type=CONTENT_TYPE)
 
 
-async def session_checkpoints(request: Request) -> Response:
+async def session_checkpoints(request: Request, *, store: Store, settings: Settings) -> Response:
     """A session's checkpoints (oldest first) with summaries, ledgers and scores.
 
     Only the credential that created a session can read it; any other gets the same 404 as for
     a session that does not exist (``reader_namespace`` applies ``sessions_api``).
     """
-    state: ProxyState = request.app.state.proxy
-    namespace = reader_namespace(request, state.settings)
+    namespace = reader_namespace(request, settings)
     session = request.path_params["session"]
-    checkpoints = await asyncio.to_thread(state.store.list_session, namespace, session)
+    checkpoints = await asyncio.to_thread(store.list_session, namespace, session)
     if not checkpoints:
         raise ProxyError(
             404, f"No session {session!r} for this credential.", code="session_not_found"
@@ -120,9 +120,9 @@ def _route_label(path: str) -> str:
 class RequestMetrics:
     """Plain ASGI middleware counting responses by route and status (streams untouched)."""
 
-    def __init__(self, app: ASGIApp, state: ProxyState) -> None:
+    def __init__(self, app: ASGIApp, metrics: ProxyMetrics) -> None:
         self.app = app
-        self.state = state
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on, noting the status the response starts with."""
@@ -139,9 +139,7 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, noting)
         finally:
-            self.state.metrics.requests.labels(
-                _route_label(scope["path"]), str(status["code"])
-            ).inc()
+            self.metrics.requests.labels(_route_label(scope["path"]), str(status["code"])).inc()
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
@@ -165,6 +163,17 @@ async def _store_unavailable(request: Request, exc: Exception) -> Response:
     return store_unavailable().response()
 
 
+def _endpoint(door: FrontDoor, proxy: ProxyServices) -> Endpoint:
+    """The endpoint of ``door``'s routes (the fast path reads chat bodies only)."""
+    return Endpoint(
+        door,
+        proxy.exchange,
+        proxy.settings,
+        proxy.compaction_key,
+        proxy.fast_path if door.api is CHAT else None,
+    )
+
+
 def create_app(
     settings: Settings,
     *,
@@ -177,31 +186,44 @@ def create_app(
     ``store`` overrides the SQLite store of ``settings.db``; ``on_compaction`` is called with
     each compaction (the demo uses it); ``transport`` replaces the upstream HTTP transport.
     """
-    state = ProxyState(settings, store=store, on_compaction=on_compaction, transport=transport)
+    proxy = ProxyServices(settings, store=store, on_compaction=on_compaction, transport=transport)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         log_startup_notes(settings)
-        await state.open()
+        await proxy.open()
         try:
             yield
         finally:
-            await state.close()
+            await proxy.close()
 
     routes = [
         StrictRoute("/healthz", healthz, methods=["GET"]),
-        StrictRoute("/metrics", metrics, methods=["GET"]),
+        StrictRoute("/metrics", partial(metrics, metrics=proxy.metrics), methods=["GET"]),
         *(
-            door.route(path, endpoint(door), methods=["POST"])
+            door.route(path, _endpoint(door, proxy).serve, methods=["POST"])
             for door in FRONT_DOORS
             for path in door.routes
         ),
-        StrictRoute("/v1/responses/compact", responses_compact, methods=["POST"]),
-        StrictRoute("/v1/summarizer/sessions/{session:path}", session_checkpoints, methods=["GET"]),
-        *(ui_routes() if settings.ui else ()),
+        StrictRoute(
+            "/v1/responses/compact",
+            partial(
+                responses_compact,
+                services=proxy.exchange,
+                settings=settings,
+                compaction_key=proxy.compaction_key,
+            ),
+            methods=["POST"],
+        ),
+        StrictRoute(
+            "/v1/summarizer/sessions/{session:path}",
+            partial(session_checkpoints, store=proxy.store, settings=settings),
+            methods=["GET"],
+        ),
+        *(ui_routes(proxy.store, settings) if settings.ui else ()),
         Route(
             "/v1/{path:path}",
-            passthrough,
+            partial(passthrough, upstream=proxy.upstream, settings=settings),
             methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
         ),
         Route("/{path:path}", UnknownPath()),  # every method
@@ -216,13 +238,13 @@ def create_app(
             Exception: _internal_error,
         },
     )
-    app.state.proxy = state
+    app.state.proxy = proxy  # for the server: the lane, and the activity log at shutdown
     app.add_middleware(RefuseWebSockets)  # innermost: WebSocket upgrades get 426, behind the guard
     # Added next, so it runs inside RequestMetrics: its refusals are counted too.
-    app.add_middleware(RequestGuard, settings=settings, hop_name=state.upstream.hop_name)
+    app.add_middleware(RequestGuard, settings=settings, hop_name=proxy.upstream.hop_name)
     if settings.allow_origins:  # outside the guard: preflights carry no key
         app.add_middleware(AllowedOriginsCors, origins=settings.allow_origins)
-    app.add_middleware(RequestMetrics, state=state)
+    app.add_middleware(RequestMetrics, metrics=proxy.metrics)
     # Every error written for a request, refusals included, takes its API's shape.
     app.add_middleware(ErrorShape)
     # Outside the guard: a Gemini key given as ?key= is checked and used as the header.

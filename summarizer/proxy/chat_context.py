@@ -31,10 +31,12 @@ from ..core.located import Located
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
 from .answers import usable_usage, usage_figures
 from .errors import ProxyError, store_unavailable
+from .exchange_services import ExchangeServices
 from .fast_path import settle
 from .headers import credential
 from .managed_request import ManagedRequest, summarizer_headers
-from .state import ProxyState
+from .metrics import ProxyMetrics
+from .upstream import Upstream
 from .upstream_count import calibrate_by_count
 from .window_advice import budget_advice, reserve_advice
 
@@ -68,8 +70,8 @@ def _store_down(exc: StoreUnavailable) -> ProxyError:
 class Overhead:
     """Time spent in the proxy for one request, outside upstream calls and compactions."""
 
-    def __init__(self, state: ProxyState, stream: bool) -> None:
-        self.state = state
+    def __init__(self, metrics: ProxyMetrics, stream: bool) -> None:
+        self.metrics = metrics
         self.stream = stream
         self.seconds = 0.0
         self._mark = time.perf_counter()
@@ -86,7 +88,7 @@ class Overhead:
         """Stop, and record the total in ``summarizer_proxy_overhead_seconds``."""
         self.pause()
         label = "true" if self.stream else "false"
-        self.state.metrics.overhead.labels(label).observe(self.seconds)
+        self.metrics.overhead.labels(label).observe(self.seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,21 +106,23 @@ class Locating:
         return await asyncio.wrap_future(self.future)
 
 
-def request_secrets(state: ProxyState, headers: Any) -> tuple[str, ...]:
+def request_secrets(upstream: Upstream, headers: Any) -> tuple[str, ...]:
     """The raw keys a request's stored traces must not hold: its own credential and every
     upstream key of the proxy (``redaction``)."""
     presented = credential(headers)
-    return (presented, *state.upstream.routes.keys) if presented else state.upstream.routes.keys
+    return (presented, *upstream.routes.keys) if presented else upstream.routes.keys
 
 
 class ChatContext:
     """One chat request's context: located, settled, and reported back to the client."""
 
-    def __init__(self, state: ProxyState, chat: ManagedRequest, overhead: Overhead) -> None:
-        self.state = state
+    def __init__(
+        self, services: ExchangeServices, chat: ManagedRequest, overhead: Overhead
+    ) -> None:
+        self.services = services
         self.chat = chat
         self.overhead = overhead
-        self.route = state.upstream.route_for(chat.model)
+        self.route = services.upstream.route_for(chat.model)
         """Where the request and its summary calls go, and whose configuration compacts it."""
         self.located: Located | None = None
         self.result: PrepareResult | None = None
@@ -127,7 +131,7 @@ class ChatContext:
         self.reported_tokens: int | None = None
         """The provider's prompt tokens for this request, once its usage arrived."""
         self.cached_tokens: int | None = None
-        self.secrets = request_secrets(state, chat.headers)
+        self.secrets = request_secrets(services.upstream, chat.headers)
         """The keys nothing stored for this request may hold: its credential, the server's."""
 
     def turn(self) -> Turn:
@@ -140,20 +144,19 @@ class ChatContext:
         return self.located is not None and self.result is None and self.warning is None
 
     def begin_locating(self) -> Locating:
-        """Start locating the request in one of the lane's threads (``ProxyState.locator``),
+        """Start locating the request in one of the lane's threads (``ExchangeServices.locator``),
         for ``locate`` to take up. A lane request sent before it is located is located while
         the upstream works, and is needed only once the answer is in, by when the thread is
         most often done: nothing then wakes the event loop for it, on a machine where every
         wake takes the CPU from the upstream the proxy waits for."""
-        compactions = self.state.compactions  # read before the store is
-        assert self.state.locator is not None
+        compactions = self.services.tally.count  # read before the store is
         try:
             turn = self.turn()
         except Exception as exc:
             failed: Future[Located] = Future()
             failed.set_exception(exc)
             return Locating(compactions, failed)
-        return Locating(compactions, self.state.locator.submit(self.route.context.locate, turn))
+        return Locating(compactions, self.services.locator.submit(self.route.context.locate, turn))
 
     async def locate(self, begun: Locating | None = None) -> None:
         """Locate the request (once, in a worker thread, or as ``begun``); settled already
@@ -161,13 +164,15 @@ class ChatContext:
         the store is down (a 503)."""
         context = self.route.context
         # Read before the store is.
-        compactions = self.state.compactions if begun is None else begun.compactions
+        compactions = self.services.tally.count if begun is None else begun.compactions
         try:
             if begun is None:
                 self.located = await context.alocate(self.turn())
             else:
                 self.located = await begun.located()
-            if await calibrate_by_count(self.state.upstream, self.chat, self.located, self.route):
+            if await calibrate_by_count(
+                self.services.upstream, self.chat, self.located, self.route
+            ):
                 self.located = await context.alocate(self.turn())
         except InvalidConversation as exc:
             raise ProxyError(400, str(exc), param=exc.param, code="invalid_value") from None
@@ -180,7 +185,7 @@ class ChatContext:
         if self.result is not None:
             settle(self.chat, self.located, self.route, compactions)
         if self.result is not None and context.should_draft(self.located):
-            summarizer = self._counted(self.chat.summarizer(self.state.upstream, self.route))
+            summarizer = self._counted(self.chat.summarizer(self.services.upstream, self.route))
             context.aahead(self.located, summarizer=summarizer)
 
     async def compact(self, force: Trigger | None = None) -> None:
@@ -193,7 +198,7 @@ class ChatContext:
             self.result = await self.route.context.acompact(
                 self.located,
                 force=force,
-                summarizer=self._counted(self.chat.summarizer(self.state.upstream, self.route)),
+                summarizer=self._counted(self.chat.summarizer(self.services.upstream, self.route)),
             )
         except BudgetExceeded as exc:
             message = budget_advice(exc, self.located.budget)
@@ -219,8 +224,8 @@ class ChatContext:
             problem = unknown_window(
                 exc.model, self.route.context.config.context_window is not None
             )
-        self.state.metrics.unmanaged.labels(reason).inc()
-        warned = self.state.warned_models
+        self.services.metrics.unmanaged.labels(reason).inc()
+        warned = self.services.warned_models
         key = f"{reason}\0{self.chat.model}"  # once per model and reason
         if key not in warned and len(warned) < _MAX_WARNED_MODELS:
             warned.add(key)
@@ -231,7 +236,7 @@ class ChatContext:
 
     def _counted(self, perform: Callable[[SummarizeCall], Any]) -> Callable[[SummarizeCall], Any]:
         """``perform``, counting each failed attempt in ``summarizer_upstream_errors_total``."""
-        errors = self.state.metrics.upstream_errors
+        errors = self.services.metrics.upstream_errors
 
         async def call(request: SummarizeCall) -> SummaryOutcome:
             outcome: SummaryOutcome = await perform(request)
@@ -264,7 +269,7 @@ class ChatContext:
     def observing_waits(self) -> bool:
         """Whether observing a usage waits for the store (it keeps no activity log to queue
         the write on): ``observe`` then writes it, and ``observe_queued`` cannot."""
-        return self.state.activity is None
+        return self.services.activity is None
 
     def observe_queued(self, usage: Any) -> bool:
         """``observe`` where it waits for nothing: this session's calibration now, the store's
@@ -273,9 +278,9 @@ class ChatContext:
         if self.result is None or not isinstance(usage, Mapping):
             return True
         self.reported_tokens, self.cached_tokens = usage_figures(usage)
-        if not usable_usage(self.state.upstream, usage):
+        if not usable_usage(self.services.upstream, usage):
             return True
-        activity = self.state.activity
+        activity = self.services.activity
         if activity is None:
             return False
         write = self.route.context.observe_later(self.result, usage, model=self.chat.model)

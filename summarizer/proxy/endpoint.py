@@ -13,22 +13,22 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from .activity import note_after
-from .apis import CHAT
 from .chat_request import ChatRequest
 from .errors import ProxyError
 from .exchange import OFFLOAD_BYTES, Exchange
+from .exchange_services import ExchangeServices
 from .fast_path import FastPath
-from .front_door import Arrival, FrontDoor, Parse
+from .front_door import Arrival, DoorAnswer, FrontDoor, Parse
 from .intake import whole_body
 from .managed_request import ManagedRequest
-from .state import ProxyState
+from .settings import Settings
 
 HANDED_OVER = "summarizer.handed_over"
 """Where, in the ASGI ``state`` of a request the lane (``proxy.lane``) hands over to this path,
@@ -38,47 +38,51 @@ OVERFLOWED = "summarizer.overflowed"
 """Set there (True) when the lane's send of it was refused as too long."""
 
 
-def endpoint(door: FrontDoor) -> Callable[[Request], Awaitable[Response]]:
-    """The ASGI endpoint of ``door``'s routes."""
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """The endpoint of one front door's routes (``serve``), with the services it uses."""
 
-    async def serve(request: Request) -> Response:
-        return await serve_managed(request, door)
+    door: FrontDoor
+    services: ExchangeServices
+    settings: Settings
+    compaction_key: bytes
+    fast_path: FastPath | None
+    """Recent chat bodies (None: off, or not the chat front door)."""
 
-    serve.__name__ = f"{door.api.name}_endpoint"
-    return serve
-
-
-async def serve_managed(request: Request, door: FrontDoor) -> Response:
-    """A context-managed request through ``door``: read, parse, locate, compact if due, send,
-    relay."""
-    state: ProxyState = request.app.state.proxy
-    settings = state.settings
-    started = time.time()
-    raw = await whole_body(request, settings.max_body_bytes, settings.body_read_timeout)
-    fast = state.fast_path if door.api is CHAT else None
-    arrival = Arrival(request.path_params, request.url.query, settings, state.compaction_key)
-    parsed: ManagedRequest | Response | None = None
-    handed = request.scope.get("state") or {}
-    if HANDED_OVER in handed:  # the lane tried this body already
-        parsed = handed[HANDED_OVER]
-    elif fast is not None:
-        parsed = fast.parse(raw, request.headers)
-    if parsed is None:
-        work = functools.partial(_parse_whole, door.parse, fast, raw, request.headers, arrival)
-        parsed = await asyncio.to_thread(work) if len(raw) > OFFLOAD_BYTES else work()
-    if isinstance(parsed, Response):  # the front door answers it itself
-        return parsed
-    exchange = Exchange(state, parsed, overflowed=handed.get(OVERFLOWED, False))
-    try:
-        response = await _exchange(state, exchange)
-    except ProxyError as failed:  # written here, so the activity log notes it too
-        response = failed.response()
-    return note_after(response, state, exchange.context, started)
+    async def serve(self, request: Request) -> Response:
+        """A context-managed request: read, parse, locate, compact if due, send, relay."""
+        settings = self.settings
+        started = time.time()
+        raw = await whole_body(request, settings.max_body_bytes, settings.body_read_timeout)
+        fast = self.fast_path
+        arrival = Arrival(request.path_params, request.url.query, settings, self.compaction_key)
+        parsed: ManagedRequest | DoorAnswer | None = None
+        handed = request.scope.get("state") or {}
+        if HANDED_OVER in handed:  # the lane tried this body already
+            parsed = handed[HANDED_OVER]
+        elif fast is not None:
+            parsed = fast.parse(raw, request.headers)
+        if parsed is None:
+            work = functools.partial(
+                _parse_whole, self.door.parse, fast, raw, request.headers, arrival
+            )
+            parsed = await asyncio.to_thread(work) if len(raw) > OFFLOAD_BYTES else work()
+        if isinstance(parsed, DoorAnswer):  # the front door answers it itself
+            try:
+                return await parsed.answer(self.services)
+            except ProxyError as failed:
+                return failed.response()
+        exchange = Exchange(self.services, parsed, overflowed=handed.get(OVERFLOWED, False))
+        try:
+            response = await _exchange(exchange)
+        except ProxyError as failed:  # written here, so the activity log notes it too
+            response = failed.response()
+        return note_after(response, self.services, exchange.context, started)
 
 
 def _parse_whole(
     parse: Parse, fast: FastPath | None, raw: bytes, headers: Any, arrival: Arrival
-) -> ManagedRequest | Response:
+) -> ManagedRequest | DoorAnswer:
     """``parse(raw, headers, arrival)``; a chat request is then remembered for the fast path."""
     parsed = parse(raw, headers, arrival)
     if fast is not None and isinstance(parsed, ChatRequest):
@@ -86,7 +90,7 @@ def _parse_whole(
     return parsed
 
 
-async def _exchange(state: ProxyState, exchange: Exchange) -> Response:
+async def _exchange(exchange: Exchange) -> Response:
     """Locate, compact if due, send, relay: the answer to a parsed request."""
     parsed = exchange.chat
     context = exchange.context
@@ -96,7 +100,7 @@ async def _exchange(state: ProxyState, exchange: Exchange) -> Response:
             await context.compact()
         else:
             task = asyncio.ensure_future(context.compact())
-            done, _ = await asyncio.wait({task}, timeout=state.settings.keepalive_interval)
+            done, _ = await asyncio.wait({task}, timeout=exchange.services.keepalive_interval)
             if not done:
                 # Not known yet: the SSE comment after the keepalives says what happened.
                 headers = {

@@ -35,9 +35,9 @@ from .answers import (
 from .body import json_object
 from .chat_context import ChatContext, Overhead
 from .errors import ProxyError, error_event, error_payload
+from .exchange_services import ExchangeServices
 from .headers import decoded_response_headers
 from .managed_request import ManagedRequest, truth_comment
-from .state import ProxyState
 
 logger = logging.getLogger("summarizer.proxy")
 
@@ -54,16 +54,16 @@ class Exchange:
     """One chat completion request: its context settled, then sent upstream and relayed."""
 
     def __init__(
-        self, state: ProxyState, chat: ManagedRequest, *, overflowed: bool = False
+        self, services: ExchangeServices, chat: ManagedRequest, *, overflowed: bool = False
     ) -> None:
-        self.state = state
+        self.services = services
         self.chat = chat
         self.overflowed = overflowed
         """The upstream already refused this request as too long (sent by the lane): what is
         left is the one retry, compacted harder."""
         self.large = len(chat.raw) > OFFLOAD_BYTES
-        self.overhead = Overhead(state, chat.stream)
-        self.context = ChatContext(state, chat, self.overhead)
+        self.overhead = Overhead(services.metrics, chat.stream)
+        self.context = ChatContext(services, chat, self.overhead)
 
     async def offloaded(self, work: Callable[[], _T]) -> _T:
         """``work()``, in a worker thread when the body is large."""
@@ -74,13 +74,13 @@ class Exchange:
     async def send(self) -> httpx2.Response:
         """Send the request upstream (its answer streamed); ``ProxyError`` (a 502 or 504) when
         the upstream gives none."""
-        state, route = self.state, self.context.route
-        request = state.upstream.http.build_request(
+        upstream, route = self.services.upstream, self.context.route
+        request = upstream.http.build_request(
             "POST",
             route.url(self.chat.upstream_path),
             content=await self.offloaded(self.context.outgoing),
             headers=[
-                *state.upstream.forward_headers(
+                *upstream.forward_headers(
                     self.chat.headers,
                     drop=("accept-encoding",),
                     key_header=self.chat.api.key_header,
@@ -91,9 +91,9 @@ class Exchange:
         )
         self.overhead.pause()
         try:
-            return await state.upstream.http.send(request, stream=True)
+            return await upstream.http.send(request, stream=True)
         except httpx2.TransportError as exc:
-            raise state.upstream.failure(exc, route) from exc
+            raise upstream.failure(exc, route) from exc
         finally:
             self.overhead.resume()
 
@@ -104,7 +104,7 @@ class Exchange:
         try:
             return await response.aread()
         except httpx2.TransportError as exc:
-            raise broken_off(self.state.upstream, exc, self.context.route) from exc
+            raise broken_off(self.services.upstream, exc, self.context.route) from exc
         finally:
             await response.aclose()
             self.overhead.resume()
@@ -132,7 +132,7 @@ class Exchange:
         ``ProxyError`` (a 502) for an answer that is not a JSON object."""
         completion = json_object(content, exact=self.chat.rewrites_answers)
         if completion is None:
-            raise invalid_answer(self.state.upstream, status, self.context.route)
+            raise invalid_answer(self.services.upstream, status, self.context.route)
         usage = self.chat.answer_usage(completion)
         if isinstance(usage, Mapping):
             usage = dict(usage)  # as reported, whatever rewriting the answer does to it
@@ -158,7 +158,7 @@ class Exchange:
             if response.is_success:
                 return response, None
             content = await self._read(response)
-            self.state.metrics.upstream_errors.labels(str(response.status_code)).inc()
+            self.services.metrics.upstream_errors.labels(str(response.status_code)).inc()
             if self.context.result is not None and is_context_length(response.status_code, content):
                 raise _Overflowed(response, content)
             return response, content
@@ -236,7 +236,7 @@ class Exchange:
         except httpx2.TransportError as exc:
             # The 200 is already sent: end with an error event (the SDKs raise on it); the
             # unfinished event the upstream was sending, if any, is dropped.
-            interrupted(self.state.upstream, exc, self.context.route)
+            interrupted(self.services.upstream, exc, self.context.route)
             yield error_event(
                 error_payload(
                     f"The upstream {self.context.route.host} broke off the stream: "
@@ -251,7 +251,7 @@ class Exchange:
     async def relay_after_compaction(self, task: asyncio.Task[None]) -> AsyncIterator[bytes]:
         """A stream begun before its compaction ended: keepalives, then the upstream's events;
         once the 200 is sent, any failure is an error event (the SDKs raise on it)."""
-        interval = self.state.settings.keepalive_interval
+        interval = self.services.keepalive_interval
         while not task.done():
             yield self.chat.comment_event(sse.comment("summarizer: compacting the conversation"))
             await asyncio.wait({task}, timeout=interval)

@@ -10,6 +10,7 @@ the registry is ``front_doors.FRONT_DOORS``.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from .managed_request import ManagedRequest
 from .routing import StrictRoute
 
 if TYPE_CHECKING:
+    from .exchange_services import ExchangeServices
     from .settings import Settings
 
 
@@ -37,7 +39,16 @@ class Arrival:
     compaction_key: bytes
 
 
-Parse = Callable[[bytes, Any, Arrival], ManagedRequest | Response]
+class DoorAnswer(ABC):
+    """A request its front door answers itself (a Responses compaction trigger), with the
+    services an exchange has."""
+
+    @abstractmethod
+    async def answer(self, services: ExchangeServices) -> Response:
+        """The answer; ``ProxyError`` for a failure to answer in the API's error shape."""
+
+
+Parse = Callable[[bytes, Any, Arrival], ManagedRequest | DoorAnswer]
 """Reads a request body (with its headers and arrival) as a request to manage, or answers it
 itself (a Responses compaction trigger); ``ProxyError`` (a 4xx) says what is wrong with it."""
 

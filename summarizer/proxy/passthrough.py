@@ -26,12 +26,13 @@ from .intake import (
 )
 from .model_routes import ModelRoute
 from .paths import UnsafePath, upstream_path
-from .state import ProxyState
+from .settings import Settings
+from .upstream import Upstream
 
 logger = logging.getLogger("summarizer.proxy")
 
 
-async def passthrough(request: Request) -> Response:
+async def passthrough(request: Request, *, upstream: Upstream, settings: Settings) -> Response:
     """Any other ``/v1`` route: forwarded as is, the answer relayed as it arrives.
 
     The path goes upstream as the client wrote it, once ``upstream_path`` has checked that it
@@ -42,8 +43,6 @@ async def passthrough(request: Request) -> Response:
     """
     if is_gemini_path(request.url.path):  # an OpenAI or Anthropic upstream serves none
         raise unknown_path(request.url.path)
-    state: ProxyState = request.app.state.proxy
-    settings = state.settings
     try:
         path = upstream_path(request.scope.get("raw_path") or request.scope["path"].encode())
     except UnsafePath as exc:
@@ -56,33 +55,33 @@ async def passthrough(request: Request) -> Response:
     # A body is streamed through as it arrives; a request without one is sent without one
     # (not as an empty chunked body, which some servers refuse on GET).
     content: AsyncIterator[bytes] | bytes | None = None
-    route = state.upstream.routes.default
+    route = upstream.routes.default
     try:
         if has_body and settings.models and _is_json(request.headers.get("content-type")):
             content = await read_body(request, settings.max_body_bytes, settings.body_read_timeout)
-            route = state.upstream.route_for(await _model_named(content))
+            route = upstream.route_for(await _model_named(content))
         elif has_body:
             content = body_pieces(request, settings.body_read_timeout)
-        upstream_request = state.upstream.http.build_request(
+        upstream_request = upstream.http.build_request(
             request.method,
             route.url(path, request.url.query),
             content=content,
-            headers=state.upstream.forward_headers(
+            headers=upstream.forward_headers(
                 request.headers, key_header=_key_header(request.url.path), route=route
             ),
         )
-        response = await state.upstream.http.send(upstream_request, stream=True)
+        response = await upstream.http.send(upstream_request, stream=True)
     except (BodyTooLarge, BodyTimeout, ClientGone) as exc:
         raise unread_body(
             request, exc, limit=settings.max_body_bytes, timeout=settings.body_read_timeout
         ) from None
     except httpx2.TransportError as exc:
-        raise state.upstream.failure(exc, route) from exc
+        raise upstream.failure(exc, route) from exc
     if response.status_code >= 400:
-        state.metrics.upstream_errors.labels(str(response.status_code)).inc()
+        upstream.errors.labels(str(response.status_code)).inc()
     headers = dict(response_headers(response.headers.items()))
     return StreamingResponse(
-        _relay(request, response, state, route),
+        _relay(request, response, upstream, route),
         status_code=response.status_code,
         headers=headers,
         background=BackgroundTask(response.aclose),
@@ -110,7 +109,7 @@ async def _model_named(body: bytes) -> object:
 
 
 async def _relay(
-    request: Request, response: httpx2.Response, state: ProxyState, route: ModelRoute
+    request: Request, response: httpx2.Response, upstream: Upstream, route: ModelRoute
 ) -> AsyncIterator[bytes]:
     """The upstream's body as it arrives. If the upstream breaks off: a warning, a count, an
     SSE error event for an event stream (the SDKs raise on it), and the body ends there."""
@@ -119,7 +118,7 @@ async def _relay(
             yield chunk
     except httpx2.TransportError as exc:
         timeout = isinstance(exc, httpx2.TimeoutException)
-        state.metrics.upstream_errors.labels("timeout" if timeout else "stream_interrupted").inc()
+        upstream.errors.labels("timeout" if timeout else "stream_interrupted").inc()
         logger.warning(
             "the upstream %s broke off its answer to %s %s: %s",
             route.host,

@@ -35,4 +35,4 @@ class Settled:
     checkpoint_id: str | None
     """The checkpoint it stood on."""
     compactions: int
-    """The proxy's count of compactions when it was located (``ProxyState.compactions``)."""
+    """The proxy's count of compactions when it was located (``CompactionTally.count``)."""

@@ -24,10 +24,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .chat_context import ChatContext, Overhead
+from .exchange_services import ExchangeServices
 from .headers import decoded_response_headers
 from .intake import whole_body
 from .responses_request import CODEC, ResponsesRequest, parse_responses_request
-from .state import ProxyState
+from .settings import Settings
+from .upstream import Upstream
 
 
 @dataclass
@@ -45,11 +47,11 @@ class CompactedInput:
     """The exchange's ``x-summarizer-*`` headers."""
 
 
-async def compact_now(state: ProxyState, parsed: ResponsesRequest) -> CompactedInput:
+async def compact_now(services: ExchangeServices, parsed: ResponsesRequest) -> CompactedInput:
     """Compact ``parsed``'s input now, as a crossing of the trigger at its present size would;
     ``ProxyError`` when it cannot (an invalid conversation, a failed summary call...).
     ``parsed`` must be managed (``decoded`` set)."""
-    context = ChatContext(state, parsed, Overhead(state, stream=False))
+    context = ChatContext(services, parsed, Overhead(services.metrics, stream=False))
     await context.locate()
     if context.warning is None and context.located is not None:
         # Compact as if the trigger were crossed at the input's present size: down to the
@@ -76,15 +78,15 @@ async def compact_now(state: ProxyState, parsed: ResponsesRequest) -> CompactedI
     )
 
 
-async def responses_compact(request: Request) -> Response:
-    """The ``POST /v1/responses/compact`` endpoint."""
-    state: ProxyState = request.app.state.proxy
-    settings = state.settings
+async def responses_compact(
+    request: Request, *, services: ExchangeServices, settings: Settings, compaction_key: bytes
+) -> Response:
+    """The ``POST /v1/responses/compact`` endpoint (mounted with its services bound)."""
     raw = await whole_body(request, settings.max_body_bytes, settings.body_read_timeout)
-    parsed = parse_responses_request(raw, request.headers, key=state.compaction_key)
+    parsed = parse_responses_request(raw, request.headers, key=compaction_key)
     if parsed.decoded is None:
-        return await _forward(state, parsed)
-    done = await compact_now(state, parsed)
+        return await _forward(services.upstream, parsed)
+    done = await compact_now(services, parsed)
     body = {
         "id": f"resp_cmp_{done.checkpoint or secrets.token_hex(8)}",
         "object": "response.compaction",
@@ -101,19 +103,19 @@ async def responses_compact(request: Request) -> Response:
     return JSONResponse(body, headers=done.headers)
 
 
-async def _forward(state: ProxyState, parsed: ResponsesRequest) -> Response:
+async def _forward(upstream: Upstream, parsed: ResponsesRequest) -> Response:
     """The upstream's own compaction of a conversation it keeps, relayed."""
-    route = state.upstream.route_for(parsed.model)
+    route = upstream.route_for(parsed.model)
     try:
-        response = await state.upstream.http.post(
+        response = await upstream.http.post(
             route.url("/responses/compact"),
             content=parsed.raw,
-            headers=state.upstream.forward_headers(
+            headers=upstream.forward_headers(
                 parsed.headers, drop=("accept-encoding",), route=route
             ),
         )
     except httpx2.TransportError as exc:
-        raise state.upstream.failure(exc, route) from exc
+        raise upstream.failure(exc, route) from exc
     headers = decoded_response_headers(response.headers.items())
     headers["x-summarizer-warning"] = (
         "the conversation lives at the provider (previous_response_id): compacted upstream"

@@ -21,18 +21,15 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
 
 from ..core.codecs.responses_chat import dumps, response_object
 from .apis import RESPONSES
 from .body import replaced_body
-from .errors import ProxyError
-from .front_door import Arrival, FrontDoor
+from .exchange_services import ExchangeServices
+from .front_door import Arrival, DoorAnswer, FrontDoor
 from .responses_compact import compact_now
 from .responses_request import ResponsesRequest, parse_responses_request
-from .state import ProxyState
 
 TRIGGER = "compaction_trigger"
 """The type of the input item asking for a compaction."""
@@ -64,29 +61,22 @@ def parse_responses(
     return TriggeredCompaction(request)
 
 
-class TriggeredCompaction(Response):
-    """The answer to a compaction trigger, as an ASGI response: served, it compacts the request's
-    conversation (``compact_now``) and sends the Response holding the compaction item, or the
-    compaction's error answer."""
+class TriggeredCompaction(DoorAnswer):
+    """A compaction trigger, which the proxy answers: the request's conversation compacted
+    (``compact_now``), and the Response holding the compaction item."""
 
     def __init__(self, request: ResponsesRequest) -> None:
-        # Nothing is rendered now: the status and body exist once the compaction is done.
         self.request = request
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Compact, then send the answer."""
-        state: ProxyState = Request(scope, receive).app.state.proxy
-        try:
-            answer = await triggered_answer(state, self.request)
-        except ProxyError as failed:
-            answer = failed.response()
-        await answer(scope, receive, send)
+    async def answer(self, services: ExchangeServices) -> Response:
+        """Compact, and answer; ``ProxyError`` when it cannot be compacted."""
+        return await triggered_answer(services, self.request)
 
 
-async def triggered_answer(state: ProxyState, parsed: ResponsesRequest) -> Response:
+async def triggered_answer(services: ExchangeServices, parsed: ResponsesRequest) -> Response:
     """The Response to a compaction trigger on ``parsed``'s conversation (trigger removed);
     ``ProxyError`` when it cannot be compacted."""
-    done = await compact_now(state, parsed)
+    done = await compact_now(services, parsed)
     item = done.item or parsed.sealed("", done.items, done.checkpoint)
     response_id = f"resp_cmp_{done.checkpoint or secrets.token_hex(8)}"
     usage = {"prompt_tokens": done.tokens, "completion_tokens": 0}

@@ -66,7 +66,7 @@ def serve(settings: Settings, *, upstream_note: str = "", ui_fragment: str = "")
     print_banner(settings, lines)
     tune_gc_for_serving()
     uvicorn.run(
-        with_lane(app.state.proxy, app),
+        with_lane(app.state.proxy.lane, app),
         host=settings.host,
         port=settings.port,
         log_config=log_config,
@@ -117,7 +117,7 @@ class ProxyServer:
         self._socket = sock
         self.port = int(sock.getsockname()[1])
         config = uvicorn.Config(
-            with_lane(self.app.state.proxy, self.app),
+            with_lane(self.app.state.proxy.lane, self.app),
             log_config=None,
             access_log=self._access_log,
             lifespan="on",

@@ -30,7 +30,7 @@ from ..stores import ActivityLog, Store
 from ..stores.session_views import load_session_view
 from .access import UI_PAGE, reader_namespace
 from .errors import ProxyError
-from .state import ProxyState
+from .settings import Settings
 
 PAGE_FILE = "ui.html"
 
@@ -101,11 +101,10 @@ def _activity(store: Store) -> ActivityLog | None:
     return store if isinstance(store, ActivityLog) else None
 
 
-async def ui_sessions(request: Request) -> Response:
+async def ui_sessions(request: Request, *, store: Store, settings: Settings) -> Response:
     """``GET /ui/api/sessions``: the caller's sessions, newest activity first."""
-    state: ProxyState = request.app.state.proxy
-    namespace = reader_namespace(request, state.settings)
-    log = _activity(state.store)
+    namespace = reader_namespace(request, settings)
+    log = _activity(store)
     rows = await asyncio.to_thread(log.list_sessions, namespace) if log is not None else []
     return JSONResponse(
         {"object": "list", "data": [row_json(row) for row in rows]},
@@ -113,13 +112,12 @@ async def ui_sessions(request: Request) -> Response:
     )
 
 
-async def ui_session(request: Request) -> Response:
+async def ui_session(request: Request, *, store: Store, settings: Settings) -> Response:
     """``GET /ui/api/sessions/{id}``: one of the caller's sessions: its requests, and each
     compaction's summaries with what they replaced (when recorded)."""
-    state: ProxyState = request.app.state.proxy
-    namespace = reader_namespace(request, state.settings)
+    namespace = reader_namespace(request, settings)
     session = request.path_params["session"]
-    view = await asyncio.to_thread(load_session_view, state.store, namespace, session)
+    view = await asyncio.to_thread(load_session_view, store, namespace, session)
     if view is None:
         raise ProxyError(
             404,
@@ -130,10 +128,12 @@ async def ui_session(request: Request) -> Response:
     return JSONResponse(view_json(view), headers=_COMMON_HEADERS)
 
 
-def ui_routes() -> list[Route]:
-    """The routes of ``/ui`` (registered only when it is enabled)."""
+def ui_routes(store: Store, settings: Settings) -> list[Route]:
+    """The routes of ``/ui`` (registered only when it is enabled), reading ``store``."""
+    sessions = functools.partial(ui_sessions, store=store, settings=settings)
+    session = functools.partial(ui_session, store=store, settings=settings)
     return [
         Route(UI_PAGE, ui_page, methods=["GET"]),
-        Route(f"{UI_PAGE}/api/sessions", ui_sessions, methods=["GET"]),
-        Route(f"{UI_PAGE}/api/sessions/{{session:path}}", ui_session, methods=["GET"]),
+        Route(f"{UI_PAGE}/api/sessions", sessions, methods=["GET"]),
+        Route(f"{UI_PAGE}/api/sessions/{{session:path}}", session, methods=["GET"]),
     ]

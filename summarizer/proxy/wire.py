@@ -8,7 +8,7 @@ speaks the little of HTTP/1.1 the lane needs: one request at a time per connecti
 ``Content-Length`` body written as it comes, and a response parsed by ``httptools`` (the parser
 uvicorn serves with), its body delivered as it arrives (chunked or not). Failures raise
 ``httpx2``'s own exception types, so the proxy answers them exactly as it answers the full
-path's (``ProxyState.upstream_failure``: 502 or 504).
+path's (``Upstream.failure``: 502 or 504).
 
 A connection serves one exchange after another, pooled between them (``proxy.wire_pool``).
 """

@@ -41,6 +41,12 @@ class WirePool:
         self._idle: dict[Origin, list[WireConnection]] = {}
         self._ssl: ssl.SSLContext | None = None
         self._open: set[WireConnection] = set()
+        self.serving = False
+        """Whether the proxy serves (``open`` to ``close``): the lane claims nothing else."""
+
+    def open(self) -> None:
+        """Start serving (on the serving event loop)."""
+        self.serving = True
 
     def idle(self, origin: Origin) -> WireConnection | None:
         """A live idle connection to ``origin``, taken from the pool; None when there is none."""
@@ -103,7 +109,8 @@ class WirePool:
         self._open.discard(connection)
 
     def close(self) -> None:
-        """Close every connection."""
+        """Close every connection, and stop serving."""
+        self.serving = False
         for connection in list(self._open):
             connection.abandon()
         self._open.clear()

@@ -44,22 +44,22 @@ import urllib.request
 
 from starlette.types import ASGIApp
 
-from ..state import ProxyState
 from .front import LaneApp
+from .services import LaneServices
 
 logger = logging.getLogger("summarizer.proxy")
 
-__all__ = ["with_lane"]
+__all__ = ["LaneServices", "with_lane"]
 
 
-def with_lane(state: ProxyState, app: ASGIApp) -> ASGIApp:
-    """What the server runs for the proxy ``app`` (whose state is ``state``): the lane in front
-    of it, or ``app`` itself where the lane cannot run: the fast path is off, a custom upstream
-    transport is set, or an HTTP proxy is configured in the environment (the full path's client
-    goes through it; the lane would not)."""
-    if state.fast_path is None or state.upstream.custom_transport:
+def with_lane(services: LaneServices | None, app: ASGIApp) -> ASGIApp:
+    """What the server runs for the proxy ``app``: the lane in front of it, or ``app`` itself
+    where the lane cannot run: no ``services`` (the fast path is off, or a custom upstream
+    transport is set), or an HTTP proxy is configured in the environment (the full path's
+    client goes through it; the lane would not)."""
+    if services is None:
         return app
     if {k: v for k, v in urllib.request.getproxies().items() if k != "no"}:
         logger.info("the lane is off: an HTTP proxy is configured in the environment")
         return app
-    return LaneApp(app, state)
+    return LaneApp(app, services)

@@ -57,12 +57,12 @@ class LaneAnswer:
                 code="internal_error",
             ).response()
             await self._respond(failure)
-            self.lane.state.metrics.requests.labels("chat", "500").inc()
+            self.lane.services.metrics.requests.labels("chat", "500").inc()
             return None
 
     async def _answer(self) -> HandOver | None:
         lane, parsed = self.lane, self.proven.parsed
-        exchange = Exchange(lane.state, parsed)
+        exchange = Exchange(lane.services.exchange, parsed)
         context = exchange.context
         locating: Locating | None = None
         if self.proven.early:
@@ -95,7 +95,9 @@ class LaneAnswer:
         except httpx2.TransportError as exc:
             lane.let_go(keep=False)
             await self._located(locating, exchange)
-            await self._finish(exchange, lane.state.upstream.failure(exc, context.route).response())
+            await self._finish(
+                exchange, lane.services.upstream.failure(exc, context.route).response()
+            )
             return None
         finally:
             exchange.overhead.resume()
@@ -111,7 +113,7 @@ class LaneAnswer:
             content = await wire.read()
         except httpx2.TransportError as exc:
             await self._finish(
-                exchange, broken_off(lane.state.upstream, exc, context.route).response()
+                exchange, broken_off(lane.services.upstream, exc, context.route).response()
             )
             return None
         finally:
@@ -134,7 +136,7 @@ class LaneAnswer:
             context.observe_queued(usage)
             self._done(exchange, response.status_code)
             return None
-        lane.state.metrics.upstream_errors.labels(str(status)).inc()
+        lane.services.metrics.upstream_errors.labels(str(status)).inc()
         if is_context_length(status, content):
             # The full path's one retry: it compacts harder and sends once more.
             return HandOver(parsed, overflowed=True)
@@ -157,7 +159,7 @@ class LaneAnswer:
             refused = True
         if refused or context.due:
             # The bound said it fits and the count says otherwise: the next request compacts.
-            self.lane.state.metrics.lane.labels("sent_over_bound").inc()
+            self.lane.services.metrics.lane.labels("sent_over_bound").inc()
             located = context.located
             logger.warning(
                 "the lane sent a request its bound said fits, which the count puts at %s tokens "
@@ -223,7 +225,7 @@ class LaneAnswer:
 
     def _done(self, exchange: Exchange, status: int) -> None:
         """The answer is sent: counted, and noted in the activity log."""
-        state = self.lane.state
-        state.metrics.lane.labels("taken").inc()
-        state.metrics.requests.labels("chat", str(status)).inc()
-        note_request(state, exchange.context, status=status, started=self.started)
+        services = self.lane.services
+        services.metrics.lane.labels("taken").inc()
+        services.metrics.requests.labels("chat", str(status)).inc()
+        note_request(services.exchange, exchange.context, status=status, started=self.started)

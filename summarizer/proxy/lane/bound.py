@@ -14,16 +14,16 @@ from typing import Any
 
 from ...core.errors import InvalidConversation
 from ...core.messages import validate_messages
+from ..compaction_tally import CompactionTally
 from ..model_routes import ModelRoute
 from ..remembered import Remembered
-from ..state import ProxyState
 
 MESSAGE_SLACK = 16
 """Tokens allowed per new message beyond its bytes (role and separators, as counted)."""
 
 
 def fits_unlocated(
-    state: ProxyState,
+    tally: CompactionTally,
     route: ModelRoute | None,
     previous: Remembered,
     messages: list[Any],
@@ -40,7 +40,7 @@ def fits_unlocated(
         return False
     # A checkpoint made since (by a compaction here; elsewhere, with a store a fleet shares)
     # could apply to it: the engine must see it first.
-    if settled.compactions != state.compactions or not state.store_is_local:
+    if not tally.none_since(settled.compactions):
         return False
     if settled.checkpoint_id is not None:  # its requests go rewritten, not as written
         return False

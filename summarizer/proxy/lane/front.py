@@ -19,10 +19,10 @@ from ..endpoint import HANDED_OVER, OVERFLOWED
 from ..errors import ProxyError
 from ..fast_path import KEY_BYTES
 from ..managed_request import sender
-from ..state import ProxyState
 from .answer import LaneAnswer
 from .arrived import ArrivedBody
 from .request import ClientHeaders, HandOver, LaneRequest
+from .services import LaneServices
 
 PATH = "/v1/chat/completions"
 
@@ -40,11 +40,11 @@ streamed under one), an upgrade, and a browser's request (its CORS answer is the
 class LaneApp:
     """The lane, in front of the proxy's ASGI ``app``."""
 
-    def __init__(self, app: ASGIApp, state: ProxyState) -> None:
+    def __init__(self, app: ASGIApp, services: LaneServices) -> None:
         self.app = app
-        self.state = state
+        self.services = services
         self.guard = RequestGuard(
-            _unused_app, settings=state.settings, hop_name=state.upstream.hop_name
+            _unused_app, settings=services.settings, hop_name=services.upstream.hop_name
         )
         self.clients: dict[HeaderKey, ClientHeaders] = {}
         """What was worked out from each set of client headers seen lately (``client_headers``)."""
@@ -56,7 +56,7 @@ class LaneApp:
             await self.app(scope, receive, send)
             return
         started = time.time()
-        lane = LaneRequest(self.state, claim[0], Headers(scope=scope), claim[1])
+        lane = LaneRequest(self.services, claim[0], Headers(scope=scope), claim[1])
         try:
             await self._serve(lane, started, scope, receive, send)
         finally:  # whatever happened, no upstream request is left unfinished
@@ -83,7 +83,7 @@ class LaneApp:
         """Who sends a request the lane may claim, and its body's length; else None."""
         if scope["method"] != "POST" or scope.get("root_path") or scope.get("query_string"):
             return None
-        if self.state.wire_pool is None:  # not serving (yet, or any more)
+        if not self.services.wires.serving:  # not (yet, or any more)
             return None
         length = None
         key = []
@@ -97,7 +97,7 @@ class LaneApp:
             if name in _NOT_CLAIMED:
                 return None
             key.append((name, header[1]))
-        if length is None or not KEY_BYTES <= length <= self.state.settings.max_body_bytes:
+        if length is None or not KEY_BYTES <= length <= self.services.settings.max_body_bytes:
             return None
         client = self.client_headers((scope.get("scheme", "http"), tuple(key)), scope)
         return None if client is None else (client, length)
@@ -127,7 +127,7 @@ class LaneApp:
         reads)."""
         more = True
         try:
-            async with asyncio.timeout(self.state.settings.body_read_timeout):
+            async with asyncio.timeout(self.services.settings.body_read_timeout):
                 while more:
                     message = await receive()
                     if message["type"] != "http.request":
@@ -181,7 +181,7 @@ class LaneApp:
         """Give the request to the app, with the body read so far (``whole``: all of it, and
         what the fast path made of it), its guessed upstream request dropped unfinished."""
         lane.drop_upstream()
-        self.state.metrics.lane.labels("handed_over").inc()
+        self.services.metrics.lane.labels("handed_over").inc()
         if whole and (over.parsed is not None or over.tried or over.overflowed):
             state = scope.setdefault("state", {})
             if over.parsed is not None or over.tried:

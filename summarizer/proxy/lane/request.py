@@ -17,10 +17,10 @@ from ..fast_path import KEY_BYTES
 from ..managed_request import Sender
 from ..model_routes import ModelRoute
 from ..remembered import Remembered
-from ..state import ProxyState
 from ..wire import Origin, WireConnection, origin_of
 from .arrived import ArrivedBody
 from .bound import fits_unlocated
+from .services import LaneServices
 
 UPSTREAM_PATH = ChatRequest.upstream_path
 
@@ -83,9 +83,9 @@ class LaneRequest:
     dropped unfinished (``drop_upstream``)."""
 
     def __init__(
-        self, state: ProxyState, client: ClientHeaders, headers: Headers, length: int
+        self, services: LaneServices, client: ClientHeaders, headers: Headers, length: int
     ) -> None:
-        self.state = state
+        self.services = services
         self.client = client
         self.headers = headers
         self.length = length
@@ -124,9 +124,9 @@ class LaneRequest:
     def prove(self) -> Proven | HandOver:
         """The whole body is in: the request it proves to be (its last bytes sent at once when
         it provably fits unlocated), or the hand-over."""
-        fast = self.state.fast_path
+        fast = self.services.fast_path
         known = self.known
-        if known is None or fast is None or len(self.body) != self.length:
+        if known is None or len(self.body) != self.length:
             return HandOver()
         who = self.client.who
         # The common case: the body extends the guessed one (its bytes before the guess's last
@@ -139,7 +139,7 @@ class LaneRequest:
         if extended is not None:
             messages = [*known.body["messages"], *extended[0]]
             early = self.wire is not None and fits_unlocated(
-                self.state, self.route, known, messages, self.length, who[0]
+                self.services.exchange.tally, self.route, known, messages, self.length, who[0]
             )
             if early:
                 self.send_early()
@@ -156,9 +156,9 @@ class LaneRequest:
 
     def _guess(self) -> bool:
         """Open the upstream request for the body this one most likely extends."""
-        fast = self.state.fast_path
-        pool = self.state.wire_pool
-        if fast is None or pool is None:
+        fast = self.services.fast_path
+        pool = self.services.wires
+        if not pool.serving:
             return False
         known = fast.newest(b"".join(self.body.views(0, KEY_BYTES)), self.client.who)
         if known is None or known.end > self.length:
@@ -167,7 +167,7 @@ class LaneRequest:
         if lead is None:
             return False
         self.known, self.lead, self.sent = known, lead, lead[1]
-        self.route = self.state.upstream.route_for(known.body["model"])
+        self.route = self.services.upstream.route_for(known.body["model"])
         self.target = _target(self.route)
         wire = pool.idle(self.target.origin)
         if wire is None:
@@ -194,13 +194,13 @@ class LaneRequest:
     def _head_start(self) -> bytes:
         """The head's lines before ``content-length``."""
         assert self.route is not None and self.target is not None
-        forwarded = self.state.upstream.forward_headers(
+        forwarded = self.services.upstream.forward_headers(
             self.headers, drop=("accept-encoding",), key_header="authorization", route=self.route
         )
         names = {name for name, _ in forwarded}
         defaults = [
             (name, value)
-            for name, value in self.state.upstream.http.headers.items()
+            for name, value in self.services.upstream.http.headers.items()
             if name not in names and name != "accept-encoding"
         ]
         lines = [
@@ -228,8 +228,8 @@ class LaneRequest:
         self.sent = until
 
     async def _connect(self, origin: Origin) -> None:
-        pool = self.state.wire_pool
-        if pool is None:
+        pool = self.services.wires
+        if not pool.serving:
             return
         try:
             wire = await pool.connect(origin)
@@ -269,7 +269,7 @@ class LaneRequest:
         ):
             return False
         return fits_unlocated(
-            self.state,
+            self.services.exchange.tally,
             self.route,
             previous,
             parsed.body["messages"],
@@ -282,7 +282,7 @@ class LaneRequest:
     def send_early(self) -> None:
         """``send_rest`` before the request is located (it is located while the upstream
         works): counted as ``sent_early``."""
-        self.state.metrics.lane.labels("sent_early").inc()
+        self.services.metrics.lane.labels("sent_early").inc()
         self.send_rest()
 
     def send_rest(self) -> None:
@@ -300,12 +300,11 @@ class LaneRequest:
 
     def let_go(self, *, keep: bool) -> None:
         """Be done with the upstream connection: back to the pool when ``keep`` and its
-        exchange ended so that it can serve another, else closed. (Once the proxy has closed
-        its pool, every connection is closed already.)"""
+        exchange ended so that it can serve another (and the pool still serves), else closed."""
         wire, self.wire = self.wire, None
-        pool = self.state.wire_pool
-        if wire is not None and pool is not None:
-            if keep:
+        pool = self.services.wires
+        if wire is not None:
+            if keep and pool.serving:
                 pool.release(wire)
             else:
                 pool.discard(wire)
