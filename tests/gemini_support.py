@@ -8,6 +8,7 @@ from typing import Any
 from google import genai
 from google.genai import types
 
+from summarizer.cli.test_upstream_serve import is_proxy_summary
 from summarizer.proxy import ProxyServer
 from summarizer.testing import RecordedRequest, TestUpstream
 from summarizer.testing.scenario import CodingSession
@@ -107,6 +108,12 @@ def run_session(
 def gemini_requests(upstream: TestUpstream, *, summary: bool = False) -> list[RecordedRequest]:
     """The generate requests the upstream answered, the agent's or the summary calls."""
     return [r for r in upstream.requests if r.api == "gemini" and r.is_summary == summary]
+
+
+def is_summary_content(content: dict[str, Any]) -> bool:
+    """Whether a Gemini content is a summary the proxy wrote."""
+    text = "".join(part.get("text", "") for part in content["parts"])
+    return is_proxy_summary({"role": content["role"], "content": text})
 
 
 def part_texts(contents: list[dict[str, Any]]) -> list[str]:

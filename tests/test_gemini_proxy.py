@@ -15,13 +15,11 @@ import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import pytest
 from google.genai import types
 
-from summarizer.cli.test_upstream_serve import is_proxy_summary
 from summarizer.proxy import ProxyServer
 from summarizer.proxy.gemini_request import GeminiRequest
 from summarizer.stores.sqlite import SQLiteStore
@@ -35,6 +33,7 @@ from .gemini_support import (
     NO_AUTO,
     gemini_client,
     gemini_requests,
+    is_summary_content,
     pairs_intact,
     part_texts,
     run_session,
@@ -128,12 +127,6 @@ def test_a_long_session_on_the_google_genai_sdk_compacts_and_is_never_refused(
     assert [r.reported_tokens for r in records] == [r.prompt_tokens for r in agents]
     assert [r.cached_tokens for r in records] == [r.cached_tokens for r in agents]
     assert sum(r.compacted for r in records) == len(summaries)
-
-
-def is_summary_content(content: dict[str, Any]) -> bool:
-    """Whether a Gemini content is a summary the proxy wrote."""
-    text = "".join(part.get("text", "") for part in content["parts"])
-    return is_proxy_summary({"role": content["role"], "content": text})
 
 
 def test_function_calls_with_ids_round_trip(

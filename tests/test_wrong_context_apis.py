@@ -1,6 +1,7 @@
 """What goes upstream belongs to *that* conversation on the Messages and Responses front doors
 too: a fork never gets its sibling's rewrite, a retry gets the same bytes, and two interleaved
-conversations of one key never mix (the real proxy, the real anthropic and openai SDKs)."""
+conversations of one key never mix (the real proxy, the real anthropic and openai SDKs). The
+Gemini front door's are in ``test_wrong_context_gemini``."""
 
 from __future__ import annotations
 
