@@ -170,7 +170,7 @@ def test_a_request_sent_before_it_is_located_is_located_once_its_answer_is_in(
     tmp_path: Path,
 ) -> None:
     # The lane sends a request that extends a settled one before locating it, and takes its
-    # locating up once the answer is in. Only a request located and settled lets the next one
+    # locating up while the upstream works. Only a request located and settled lets the next one
     # go early too: each must have been, for every request after the first two to go early.
     settings = Settings(port=0, db=tmp_path / "checkpoints.db", context_window=1_000_000)
     bodies = [  # all streamed: a request that changes "stream" goes the full way

@@ -229,7 +229,9 @@ def test_a_conversation_with_lone_surrogates_is_compacted_and_served(
     proxy: ProxyServer, upstream: TestUpstream
 ) -> None:
     upstream.clear_log()
-    messages = long_history(7, size=400, task="Fix the \ud83d bug.")  # a high half, alone
+    # Long enough that its first request crosses the trigger and compacts at once (at 7 turns
+    # it only began a draft ahead of time, which the next request adopted if it was done).
+    messages = long_history(9, size=400, task="Fix the \ud83d bug.")  # a high half, alone
     # Facts with lone surrogates (a test id, a path) reach the ledger of the stored checkpoint.
     failure = "FAILED tests/test_\ud800x.py::test_total - ValueError at src/billing/m\udc00.py:12"
     messages[3]["content"] = failure + "\n" + messages[3]["content"]
@@ -239,7 +241,7 @@ def test_a_conversation_with_lone_surrogates_is_compacted_and_served(
         body = raw[:-1] + (b', "stream": true}' if stream else b"}")
         response = _post(proxy, body)
         assert response.status_code == 200, response.text[:300]
-    assert response.headers["x-summarizer-checkpoint"]
+        assert response.headers["x-summarizer-checkpoint"]
     summaries = [r for r in upstream.requests if r.is_summary]
     assert len(summaries) == 1 and summaries[0].status == 200
     agent = [r for r in upstream.requests if not r.is_summary]

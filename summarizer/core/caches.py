@@ -81,7 +81,10 @@ class ChainCache:
         shared = 0
         if entry is not None:
             known = len(entry.messages)
-            if known <= len(messages) and entry.messages == list(messages[:known]):
+            prefix = messages[:known]
+            if known <= len(messages) and entry.messages == (
+                prefix if isinstance(prefix, list) else list(prefix)
+            ):
                 shared = known  # the usual case, an append-only conversation: one C-level compare
             limit = min(known, len(messages))
             while shared < limit and (
@@ -91,9 +94,10 @@ class ChainCache:
                 shared += 1
         if check is not None:
             check(shared)
-        digests = list(entry.digests[:shared]) if entry else []
-        chain = list(entry.chain[:shared]) if entry else []
-        sizes = list(entry.sizes[:shared]) if entry else []
+        # Slices: the entry's own lists stay as they are (earlier callers hold them).
+        digests = entry.digests[:shared] if entry else []
+        chain = entry.chain[:shared] if entry else []
+        sizes = entry.sizes[:shared] if entry else []
         current = chain[-1] if chain else ""
         total = sizes[-1] if sizes else 0
         for message in messages[shared:]:

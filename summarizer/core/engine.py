@@ -111,14 +111,18 @@ class ContextEngine:
             best = found.checkpoint  # a store must never return another conversation's
         seen = memo.view if memo is not None else None
         view = seen.extended(raw, digests, best, counter) if seen is not None else None
-        if view is None:
+        if seen is not None and view is not None:
+            # The seen view's items begin it: only the new ones are added up.
+            counted = seen.tokens + sum(item.tokens for item in view[len(seen.items) :])
+        else:
             view = view_of(raw, digests, best, counter)
+            counted = sum(item.tokens for item in view)
         if chain:
-            seen = SeenView(list(raw), best, counter, view)
+            seen = SeenView(list(raw), best, counter, view, counted)
             memo = SessionMemo(best, len(chain), chain[-1], found.generation, seen)
             self.remember(turn.namespace, session, memo)
         fixed = counter.count_tools(turn.tools) + REPLY_PRIMING_TOKENS
-        raw_tokens = fixed + sum(item.tokens for item in view)
+        raw_tokens = fixed + counted
         return Located(
             session=session,
             namespace=turn.namespace,

@@ -108,12 +108,14 @@ class SessionMemo:
 @dataclass(frozen=True, slots=True)
 class SeenView:
     """A view as measured: the messages it was made of (a copy of the list), the checkpoint and
-    counter it was made under, and its items."""
+    counter it was made under, its items and their tokens."""
 
     messages: list[Message]
     checkpoint: Checkpoint | None
     counter: TokenCounter
     items: list[ViewItem]
+    tokens: int
+    """The items' tokens, added up (a view that extends this one adds only its new items')."""
 
     def extended(
         self,

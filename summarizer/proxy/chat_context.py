@@ -146,9 +146,8 @@ class ChatContext:
     def begin_locating(self) -> Locating:
         """Start locating the request in one of the lane's threads (``ExchangeServices.locator``),
         for ``locate`` to take up. A lane request sent before it is located is located while
-        the upstream works, and is needed only once the answer is in, by when the thread is
-        most often done: nothing then wakes the event loop for it, on a machine where every
-        wake takes the CPU from the upstream the proxy waits for."""
+        the upstream works (the lane takes it up as the thread ends, most often long before
+        the answer comes)."""
         compactions = self.services.tally.count  # read before the store is
         try:
             turn = self.turn()

@@ -74,7 +74,8 @@ class ResponsesRequest(ParsedRequest):
     compact_threshold: int | None = None
     """``context_management``'s compaction threshold, when the client asked for compaction."""
     compaction_key: bytes = b""
-    """The server's secret its compaction items are signed with (``ProxyServices.compaction_key``)."""
+    """The server's secret its compaction items are signed with
+    (``ProxyServices.compaction_key``)."""
 
     def turn(self) -> Turn:
         """The request as the engine sees it (``max_output_tokens`` is the reply's reserve)."""

@@ -88,20 +88,24 @@ class LaneAnswer:
             lane.send_rest()
         wire = lane.wire
         assert wire is not None
+        taking_up = self._taking_up(locating, exchange)
         exchange.overhead.pause()
         try:
             # A whole answer is read whole anyway: wait for all of it at once.
             await (wire.response_head() if parsed.stream else wire.whole_response())
         except httpx2.TransportError as exc:
             lane.let_go(keep=False)
-            await self._located(locating, exchange)
+            await taking_up
             await self._finish(
                 exchange, lane.services.upstream.failure(exc, context.route).response()
             )
             return None
+        except BaseException:
+            taking_up.cancel()
+            raise
         finally:
             exchange.overhead.resume()
-        await self._located(locating, exchange)
+        await taking_up
         status = wire.status
         upstream = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in wire.headers]
         streamed = dict(upstream).get("content-type", "").startswith("text/event-stream")
@@ -145,6 +149,16 @@ class LaneAnswer:
             headers.update(context.headers())
         await self._finish(exchange, Response(content, status_code=status, headers=headers))
         return None
+
+    def _taking_up(self, locating: Locating | None, exchange: Exchange) -> asyncio.Future[None]:
+        """``_located``, run while the upstream works: the thread most often ends long before
+        the answer comes, and what follows it (the result, settling) is then off the answer's
+        path (one wake of the event loop, for about 0.1 ms less per answer)."""
+        if locating is None:
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        return asyncio.get_running_loop().create_task(self._located(locating, exchange))
 
     async def _located(self, locating: Locating | None, exchange: Exchange) -> None:
         """Take up the locating of a request sent before it (done while the upstream

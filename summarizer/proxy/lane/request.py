@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx2
 from starlette.datastructures import Headers
@@ -98,6 +99,9 @@ class LaneRequest:
         self.route: ModelRoute | None = None
         self.target: _Target | None = None
         self.lead = (b"", 0)
+        self.messages: list[Any] = []
+        """The guessed body's messages, copied while the body streams: ``prove`` extends them
+        with the new ones (no walk of the whole history between the last byte and its send)."""
         self.wire: WireConnection | None = None
         self.connecting: asyncio.Task[None] | None = None
         self.dropped = False
@@ -137,7 +141,10 @@ class LaneRequest:
             after = b"".join(self.body.views(known.end, self.length))
             extended = fast.extension(known, after, self.length)
         if extended is not None:
-            messages = [*known.body["messages"], *extended[0]]
+            messages = self.messages
+            if len(messages) != len(known.body["messages"]):  # not copied (yet)
+                messages = [*known.body["messages"]]
+            messages += extended[0]
             early = self.wire is not None and fits_unlocated(
                 self.services.exchange.tally, self.route, known, messages, self.length, who[0]
             )
@@ -176,6 +183,7 @@ class LaneRequest:
             )
         else:
             self._begin(wire)
+        self.messages = [*known.body["messages"]]  # once its first bytes are on their way
         return True
 
     def _head(self) -> bytes:
