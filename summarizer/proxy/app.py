@@ -43,7 +43,7 @@ from .access import RequestGuard, log_startup_notes, reader_namespace
 from .apis import CHAT, api_for_path
 from .cross_site import AllowedOriginsCors
 from .endpoint import Endpoint
-from .errors import ErrorShape, ProxyError, store_unavailable
+from .errors import ErrorShape, ProxyError, internal_error, store_unavailable
 from .front_door import FrontDoor
 from .front_doors import FRONT_DOORS
 from .gemini_key import GeminiQueryKey
@@ -150,12 +150,7 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
         type(exc).__name__,
         exc_info=exc,
     )
-    return ProxyError(
-        500,
-        "The summarizer proxy failed to handle this request.",
-        type="server_error",
-        code="internal_error",
-    ).response()
+    return internal_error().response()
 
 
 async def _store_unavailable(request: Request, exc: Exception) -> Response:

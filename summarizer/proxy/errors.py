@@ -165,6 +165,16 @@ def method_not_allowed(method: str, path: str, allowed: Iterable[str]) -> ProxyE
     )
 
 
+def internal_error() -> ProxyError:
+    """The 500 for an error the proxy did not expect (its traceback is logged, never sent)."""
+    return ProxyError(
+        500,
+        "The summarizer proxy failed to handle this request.",
+        type="server_error",
+        code="internal_error",
+    )
+
+
 def store_unavailable() -> ProxyError:
     """The 503 for a request that needed the checkpoint store while it could not be reached
     (e.g. Redis restarting): nothing was sent upstream, the client may retry."""

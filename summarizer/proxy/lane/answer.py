@@ -14,7 +14,7 @@ from starlette.types import Send
 from ..activity import note_request
 from ..answers import broken_off, is_context_length
 from ..chat_context import Locating
-from ..errors import ProxyError
+from ..errors import ProxyError, internal_error
 from ..exchange import Exchange
 from ..headers import decoded_response_headers
 from ..wire import WireConnection
@@ -50,13 +50,7 @@ class LaneAnswer:
             if self.responding:
                 raise
             logger.error("unhandled error on the lane: %s", type(exc).__name__, exc_info=exc)
-            failure = ProxyError(
-                500,
-                "The summarizer proxy failed to handle this request.",
-                type="server_error",
-                code="internal_error",
-            ).response()
-            await self._respond(failure)
+            await self._respond(internal_error().response())
             self.lane.services.metrics.requests.labels("chat", "500").inc()
             return None
 
