@@ -235,7 +235,7 @@ class ChatContext:
 
     def _counted(self, perform: Callable[[SummarizeCall], Any]) -> Callable[[SummarizeCall], Any]:
         """``perform``, counting each failed attempt in ``summarizer_upstream_errors_total``."""
-        errors = self.services.metrics.upstream_errors
+        errors = self.services.upstream.errors
 
         async def call(request: SummarizeCall) -> SummaryOutcome:
             outcome: SummaryOutcome = await perform(request)

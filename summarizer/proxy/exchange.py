@@ -158,7 +158,7 @@ class Exchange:
             if response.is_success:
                 return response, None
             content = await self._read(response)
-            self.services.metrics.upstream_errors.labels(str(response.status_code)).inc()
+            self.services.upstream.errors.labels(str(response.status_code)).inc()
             if self.context.result is not None and is_context_length(response.status_code, content):
                 raise _Overflowed(response, content)
             return response, content

@@ -134,7 +134,7 @@ class LaneAnswer:
             context.observe_queued(usage)
             self._done(exchange, response.status_code)
             return None
-        lane.services.metrics.upstream_errors.labels(str(status)).inc()
+        lane.services.upstream.errors.labels(str(status)).inc()
         if is_context_length(status, content):
             # The full path's one retry: it compacts harder and sends once more.
             return HandOver(parsed, overflowed=True)
@@ -154,11 +154,9 @@ class LaneAnswer:
             return done
         return asyncio.get_running_loop().create_task(self._located(locating, exchange))
 
-    async def _located(self, locating: Locating | None, exchange: Exchange) -> None:
+    async def _located(self, locating: Locating, exchange: Exchange) -> None:
         """Take up the locating of a request sent before it (done while the upstream
         worked)."""
-        if locating is None:
-            return
         context = exchange.context
         try:
             await context.locate(locating)
