@@ -68,10 +68,9 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def configure_logging(
-    log_format: Literal["text", "json"] = "text", level: str = "info"
-) -> dict[str, Any]:
-    """Set up the root logger; returns the matching ``log_config`` for uvicorn."""
+def configure_logging(log_format: Literal["text", "json"] = "text", level: str = "info") -> None:
+    """Set up the root logger: one handler on stderr, in ``log_format``, credentials redacted,
+    at ``level`` (the access log, ``summarizer.access``, is at info)."""
     formatter: dict[str, Any] = (
         {"()": JSONFormatter}
         if log_format == "json"
@@ -95,12 +94,8 @@ def configure_logging(
         },
         "root": {"handlers": ["default"], "level": level.upper()},
         "loggers": {
-            "uvicorn": {"handlers": [], "level": level.upper(), "propagate": True},
-            "uvicorn.error": {"handlers": [], "propagate": True},
-            "uvicorn.access": {"handlers": [], "propagate": True},
             "httpx2": {"level": "WARNING"},
             "httpcore": {"level": "WARNING"},
         },
     }
     logging.config.dictConfig(config)
-    return config

@@ -1,19 +1,24 @@
 """Running the proxy: ``serve`` (the ``summarizer serve`` command) and ``ProxyServer``.
 
-``ProxyServer`` runs uvicorn on a background thread on a free 127.0.0.1 port, for the demo,
-the tests and the benchmarks: a real server on a real socket, started and stopped in-process.
+Both serve the app, the lane in front of it (``lane.with_lane``), on the proxy's own HTTP/1.1
+server (``lane.http_server``). ``ProxyServer`` runs it on a background thread on a free
+127.0.0.1 port, for the demo, the tests and the benchmarks: a real server on a real socket,
+started and stopped in-process.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
+import logging
+import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
-
-import uvicorn
 
 from ..core.results import CompactionEvent
 from ..loaders.tokenizers import load_encoding
@@ -22,7 +27,13 @@ from .access import check_exposure, check_not_own_upstream
 from .app import create_app
 from .banner import banner_lines, print_banner
 from .lane import with_lane
+from .lane.http_server import HttpServer, listening_socket, new_event_loop
 from .settings import Settings
+
+logger = logging.getLogger("summarizer.proxy")
+
+STARTUP_FAILURE = 3
+"""``serve``'s exit status when the server cannot start (the port is taken)."""
 
 
 def check_tokenizers() -> None:
@@ -57,7 +68,7 @@ def serve(settings: Settings, *, upstream_note: str = "", ui_fragment: str = "")
     """
     from .logs import configure_logging
 
-    log_config = configure_logging(settings.log_format, settings.log_level)
+    configure_logging(settings.log_format, settings.log_level)
     check_exposure(settings)
     check_not_own_upstream(settings, settings.port)
     check_tokenizers()
@@ -65,16 +76,39 @@ def serve(settings: Settings, *, upstream_note: str = "", ui_fragment: str = "")
     lines = banner_lines(settings, upstream_note=upstream_note, ui_fragment=ui_fragment)
     print_banner(settings, lines)
     tune_gc_for_serving()
-    uvicorn.run(
+    try:
+        sock = listening_socket(settings.host, settings.port)
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        logger.error("cannot listen on %s:%d: %s", settings.host, settings.port, reason)
+        sys.exit(STARTUP_FAILURE)
+    server = HttpServer(
         with_lane(app.state.proxy.lane, app),
-        host=settings.host,
-        port=settings.port,
-        log_config=log_config,
-        log_level=settings.log_level.lower(),
-        server_header=False,
-        timeout_keep_alive=settings.idle_connection_timeout,
-        timeout_graceful_shutdown=30,
+        idle_timeout=settings.idle_connection_timeout,
+        header_timeout=settings.body_read_timeout,
+        access_log=True,
     )
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(number, server.stop)
+        logger.info("serving on http://%s:%d", _host_in_url(settings.host), settings.port)
+        await server.serve([sock], grace=30)
+
+    loop = new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    except RuntimeError as exc:
+        logger.error("%s", exc)
+        sys.exit(STARTUP_FAILURE)
+    finally:
+        sock.close()
+        loop.close()
+
+
+def _host_in_url(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 class ProxyServer:
@@ -94,7 +128,8 @@ class ProxyServer:
         self.settings = settings
         self.app = create_app(settings, store=store, on_compaction=on_compaction)
         self._access_log = access_log
-        self._server: uvicorn.Server | None = None
+        self._server: HttpServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
         self.port = 0
@@ -105,42 +140,37 @@ class ProxyServer:
             return self
         check_exposure(self.settings)
         check_tokenizers()
-        family = socket.AF_INET6 if ":" in self.settings.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock = listening_socket(self.settings.host, self.settings.port)
         try:
-            sock.bind((self.settings.host, self.settings.port))
             check_not_own_upstream(self.settings, int(sock.getsockname()[1]))
         except BaseException:
             sock.close()
             raise
         self._socket = sock
         self.port = int(sock.getsockname()[1])
-        config = uvicorn.Config(
+        loop = self._loop = new_event_loop()
+        server = self._server = HttpServer(
             with_lane(self.app.state.proxy.lane, self.app),
-            log_config=None,
+            idle_timeout=self.settings.idle_connection_timeout,
+            header_timeout=self.settings.body_read_timeout,
             access_log=self._access_log,
-            lifespan="on",
-            server_header=False,
-            timeout_keep_alive=self.settings.idle_connection_timeout,
-            timeout_graceful_shutdown=5,
         )
-        server = uvicorn.Server(config)
-        self._server = server
         errors: list[BaseException] = []
 
         def run() -> None:
             try:
-                server.run(sockets=[sock])
+                loop.run_until_complete(server.serve([sock], grace=5))
             except BaseException as exc:  # reported by start()
                 errors.append(exc)
+            finally:
+                loop.close()
 
         self._thread = threading.Thread(
             target=run, name=f"summarizer-proxy:{self.port}", daemon=True
         )
         self._thread.start()
         deadline = time.monotonic() + timeout
-        while not server.started:
+        while not server.started.is_set():
             if errors or not self._thread.is_alive():
                 self.stop()
                 raise RuntimeError(f"the proxy failed to start: {errors[0] if errors else '?'}")
@@ -160,8 +190,10 @@ class ProxyServer:
     def stop(self) -> None:
         """Stop serving and wait for the thread (idempotent)."""
         server, self._server = self._server, None
-        if server is not None:
-            server.should_exit = True
+        loop, self._loop = self._loop, None
+        if server is not None and loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # closed since: the server is stopped
+                loop.call_soon_threadsafe(server.stop)
         if self._thread is not None:
             self._thread.join(timeout=15)
             self._thread = None
