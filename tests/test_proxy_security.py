@@ -432,7 +432,7 @@ def _chat_with_session(proxy: ProxyServer, session: str) -> tuple[int, dict[str,
 @pytest.mark.parametrize(
     "session",
     [
-        "s" * 1_000_000,
+        "s" * 60_000,
         "s" * 129,
         "two words",
         "semi;colon",
@@ -441,7 +441,7 @@ def _chat_with_session(proxy: ProxyServer, session: str) -> tuple[int, dict[str,
         "caf\u00e9",
         "tab\there",
     ],
-    ids=["1MB", "129", "space", "semicolon", "quote", "percent", "non-ascii", "tab"],
+    ids=["60KB", "129", "space", "semicolon", "quote", "percent", "non-ascii", "tab"],
 )
 def test_a_bad_session_header_gets_400_and_is_not_echoed(
     upstream: TestUpstream, start_proxy: ProxyFactory, session: str
@@ -453,6 +453,39 @@ def test_a_bad_session_header_gets_400_and_is_not_echoed(
     assert len(body) < 1_000
     assert "x-summarizer-session" not in headers
     assert "128" in error["message"]
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize(
+    ("path", "shape"),
+    [
+        ("/v1/chat/completions", "openai"),
+        ("/v1/messages", "anthropic"),
+        ("/v1beta/models/gemini-2.5-flash:generateContent", "google"),
+    ],
+)
+def test_a_head_over_64_kib_gets_431_in_the_apis_shape_and_is_not_echoed(
+    upstream: TestUpstream, start_proxy: ProxyFactory, path: str, shape: str
+) -> None:
+    proxy = start_proxy()
+    header = "s" * 1_000_000
+    status, headers, body = raw_request(
+        proxy,
+        "POST",
+        path,
+        body=b"{}",
+        headers={"Authorization": f"Bearer {CLIENT_KEY}", "X-Summarizer-Session": header},
+    )
+    assert status == 431
+    assert headers["connection"] == "close"
+    assert len(body) < 1_000 and header[:200] not in body.decode()
+    error = json.loads(body)
+    if shape == "openai":
+        assert error["error"]["type"] == "invalid_request_error"
+    elif shape == "anthropic":
+        assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    else:
+        assert error["error"]["code"] == 431
     assert upstream.requests == []
 
 

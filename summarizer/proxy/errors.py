@@ -188,6 +188,17 @@ def store_unavailable() -> ProxyError:
     )
 
 
+def shaped_error(path: str, status: int, message: str) -> dict[str, Any]:
+    """The error object for ``path``'s API, outside any request being served (the HTTP
+    server's own refusals)."""
+    token = current_shape.set(shape_for_path(path))
+    try:
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        return error_payload(message, type=kind, status=status)
+    finally:
+        current_shape.reset(token)
+
+
 def error_event(payload: Any) -> bytes:
     """An error as a server-sent event of the current API: ``data:`` only for OpenAI (the SDK
     raises on a payload with ``error``), ``event: error`` for Anthropic (its SDK raises on that)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import logging
 import signal
 import socket
@@ -26,7 +27,9 @@ from ..stores import Store
 from .access import check_exposure, check_not_own_upstream
 from .app import create_app
 from .banner import banner_lines, print_banner
+from .errors import shaped_error
 from .lane import with_lane
+from .lane.http_connection import closing_answer
 from .lane.http_server import HttpServer, listening_socket, new_event_loop
 from .settings import Settings
 
@@ -87,6 +90,7 @@ def serve(settings: Settings, *, upstream_note: str = "", ui_fragment: str = "")
         idle_timeout=settings.idle_connection_timeout,
         header_timeout=settings.body_read_timeout,
         access_log=True,
+        refusal=refusal,
     )
 
     async def main() -> None:
@@ -105,6 +109,13 @@ def serve(settings: Settings, *, upstream_note: str = "", ui_fragment: str = "")
     finally:
         sock.close()
         loop.close()
+
+
+def refusal(path: str, status: int, message: str) -> bytes:
+    """The answers the HTTP server writes on its own (a head it cannot parse, too large or too
+    slow; an app that failed before answering): JSON in the shape of ``path``'s API."""
+    body = json.dumps(shaped_error(path, status, message)).encode()
+    return closing_answer(status, b"application/json", body)
 
 
 def _host_in_url(host: str) -> str:
@@ -154,6 +165,7 @@ class ProxyServer:
             idle_timeout=self.settings.idle_connection_timeout,
             header_timeout=self.settings.body_read_timeout,
             access_log=self._access_log,
+            refusal=refusal,
         )
         errors: list[BaseException] = []
 

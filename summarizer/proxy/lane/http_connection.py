@@ -36,6 +36,10 @@ HIGH_WATER = 65_536
 MAX_HEAD_BYTES = 65_536
 """The most a request line and its headers may take together."""
 
+LINGER = 2.0
+"""Seconds a connection closing on a request it did not read whole goes on reading (and
+dropping) what the client still sends."""
+
 
 def _phrase(status: int) -> bytes:
     try:
@@ -90,6 +94,9 @@ class Connection(asyncio.Protocol):
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self.closed = False
+        self.lingering = False
+        """Answered and closing: what the client still sends is read and dropped (closing a
+        socket with unread bytes resets it, and the client could lose the answer)."""
         self.upgraded = False
         self.broken = False
         """A pipelined request after the one being answered could not be parsed: the
@@ -118,7 +125,7 @@ class Connection(asyncio.Protocol):
         self.changed.set()
 
     def data_received(self, data: bytes) -> None:
-        if self.closed:
+        if self.closed or self.lingering:
             return
         if not self.in_head and not self.pending and self.parsing is None:
             # The first bytes of a request: its head must now arrive in time.
@@ -128,12 +135,13 @@ class Connection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self.upgraded = True  # served as a plain request; nothing after it is read
-            if self.transport is not None:
-                self.transport.pause_reading()
+            self.transport.pause_reading()
         except httptools.HttpParserError:
-            self._fail(400, b"Invalid HTTP request.")
-        except _HeadTooLarge:
-            self._fail(431, b"Request header fields too large.")
+            # (A callback's exception reaches here too, as the parser's own error.)
+            if self.head_bytes > MAX_HEAD_BYTES:
+                self._fail(431, f"The request's line and headers exceed {MAX_HEAD_BYTES} bytes.")
+            else:
+                self._fail(400, "The request is not valid HTTP/1.1.")
 
     def pause_writing(self) -> None:
         self.writable.clear()
@@ -224,8 +232,11 @@ class Connection(asyncio.Protocol):
     def answered(self, request: _Request, *, keep_alive: bool) -> None:
         """``request``'s answer is written: close, or take up the next request."""
         self.pending.popleft()
-        if not keep_alive or not request.complete or self.upgraded or self.server.stopping:
+        if not request.complete:
             # A body the app left unread is not skipped over: the connection ends instead.
+            self.close_lingering()
+            return
+        if not keep_alive or self.upgraded or self.server.stopping:
             self.close()
             return
         if self.pending:
@@ -246,27 +257,53 @@ class Connection(asyncio.Protocol):
             self.transport.close()
             self.changed.set()
 
+    def close_lingering(self) -> None:
+        """Close once the client stops sending (within ``LINGER`` seconds): what was written
+        reaches it rather than a reset."""
+        if self.closed or self.lingering:
+            return
+        self.lingering = True
+        self._stop_timer()
+        self.parsing = None
+        self.changed.set()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        if self.reading_paused:
+            self.reading_paused = False
+            self.transport.resume_reading()
+        self.timer = asyncio.get_running_loop().call_later(LINGER, self.close)
+
+    def eof_received(self) -> None:
+        if self.lingering:
+            self.close()
+
+    @property
+    def gone(self) -> bool:
+        """Whether the connection is closed or closing: nothing more is read or written."""
+        return self.closed or self.lingering
+
     def write(self, data: bytes) -> None:
-        """Write ``data`` unless the connection is closed."""
-        if not self.closed:
+        """Write ``data`` unless the connection is closed or closing."""
+        if not self.gone:
             self.transport.write(data)
 
-    def _fail(self, status: int, message: bytes) -> None:
+    def _fail(self, status: int, message: str) -> None:
         """Refuse what cannot be served: answered at once when no request is under way, the
         connection closed at once when the request under way is the one at fault, else after
         the answers before it."""
         if not self.pending:
-            self.write(_plain(status, message))
+            path = self._url.partition(b"?")[0].decode("latin-1")
+            self.write(self.server.refusal(path, status, message))
         elif self.parsing is None:
             self.broken = True
             self.transport.pause_reading()
             return
-        self.close()
+        self.close_lingering()
 
     def _count(self, size: int) -> None:
         self.head_bytes += size
         if self.head_bytes > MAX_HEAD_BYTES:
-            raise _HeadTooLarge
+            raise ValueError("the request's head is too large")  # stops the parser
 
     def _wait(self, seconds: float, *, idle: bool) -> None:
         """Close the connection if, within ``seconds``, no request's head (``idle``: no byte
@@ -285,11 +322,7 @@ class Connection(asyncio.Protocol):
             if not self.pending and not self.in_head:
                 self.close()
         elif self.in_head:
-            self._fail(408, b"The request's head did not arrive in time.")
-
-
-class _HeadTooLarge(Exception):
-    """A request's head passed ``MAX_HEAD_BYTES``."""
+            self._fail(408, "The request's line and headers did not arrive in time.")
 
 
 class _Cycle:
@@ -320,7 +353,9 @@ class _Cycle:
             if not self.finished:
                 if not self.started:
                     self.status = 500
-                    self.connection.write(_plain(500, b"Internal Server Error"))
+                    refusal = self.connection.server.refusal
+                    message = "The server failed to handle this request."
+                    self.connection.write(refusal(scope["path"], 500, message))
                 self.keep_alive = False
             self._log()
             self.connection.answered(self.request, keep_alive=self.keep_alive)
@@ -333,11 +368,11 @@ class _Cycle:
             request.expects_continue = False
             connection.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         if self.body_given:
-            while not connection.closed and not self.finished:
+            while not connection.gone and not self.finished:
                 connection.changed.clear()
                 await connection.changed.wait()
             return {"type": "http.disconnect"}
-        while not request.chunks and not request.complete and not connection.closed:
+        while not request.chunks and not request.complete and not connection.gone:
             connection.changed.clear()
             await connection.changed.wait()
         if not request.chunks and not request.complete:
@@ -382,7 +417,7 @@ class _Cycle:
             connection.changed.set()  # a ``receive`` waiting for the end returns
             if self.close_delimited:
                 self.keep_alive = False
-        elif not connection.writable.is_set() and not connection.closed:
+        elif not connection.writable.is_set() and not connection.gone:
             await connection.writable.wait()
 
     def _head(self, message: Message) -> bytes:
@@ -438,9 +473,14 @@ def _address(value: Any) -> tuple[str, int] | None:
     return None
 
 
-def _plain(status: int, message: bytes) -> bytes:
-    """A whole plain-text answer that closes the connection."""
+def plain_refusal(path: str, status: int, message: str) -> bytes:
+    """A whole plain-text answer with ``message`` that closes the connection."""
+    return closing_answer(status, b"text/plain; charset=utf-8", message.encode())
+
+
+def closing_answer(status: int, content_type: bytes, body: bytes) -> bytes:
+    """A whole answer with ``body`` that closes the connection."""
     return (
-        b"HTTP/1.1 %d %b\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
-        b"connection: close\r\n\r\n%b" % (status, _phrase(status), len(message), message)
+        b"HTTP/1.1 %d %b\r\ncontent-type: %b\r\ncontent-length: %d\r\n"
+        b"connection: close\r\n\r\n%b" % (status, _phrase(status), content_type, len(body), body)
     )

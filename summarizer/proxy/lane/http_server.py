@@ -15,12 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from starlette.types import ASGIApp, Message
 
-from .http_connection import Connection
+from .http_connection import Connection, plain_refusal
+
+Refusal = Callable[[str, int, str], bytes]
+"""What the server answers on its own (a request it cannot parse, a head too large or too slow,
+an app that failed before answering): ``(path, status, message)`` to the whole answer's bytes,
+one that closes the connection."""
 
 
 class HttpServer:
@@ -28,7 +33,7 @@ class HttpServer:
 
     ``idle_timeout``: seconds an idle connection stays open; ``header_timeout``: seconds a
     request's head may take from its first byte; ``access_log``: a line per answer on the
-    ``summarizer.access`` logger.
+    ``summarizer.access`` logger; ``refusal``: the answers the server writes itself.
     """
 
     def __init__(
@@ -38,8 +43,10 @@ class HttpServer:
         idle_timeout: float,
         header_timeout: float,
         access_log: bool = False,
+        refusal: Refusal = plain_refusal,
     ) -> None:
         self.app = app
+        self.refusal = refusal
         self.idle_timeout = idle_timeout
         self.header_timeout = header_timeout
         self.access_log = access_log
