@@ -88,8 +88,12 @@ class HttpServer:
                 if not connection.pending:
                     connection.close()
             if self.tasks:
+                finished = loop.create_task(asyncio.wait(set(self.tasks)))
                 now = loop.create_task(self._now.wait())
-                await asyncio.wait({*self.tasks, now}, timeout=grace)
+                await asyncio.wait(
+                    {finished, now}, timeout=grace, return_when=asyncio.FIRST_COMPLETED
+                )
+                finished.cancel()
                 now.cancel()
             for task in list(self.tasks):
                 task.cancel()
