@@ -294,7 +294,7 @@ def test_a_browsers_request_is_left_to_the_app_and_gets_its_cors_answer(rig: Rig
 
 
 def test_the_lane_runs_under_another_http_implementation(tmp_path: Path) -> None:
-    # Only ASGI: uvicorn's h11 protocol serves it as its httptools one does.
+    # Only ASGI: another server (uvicorn, on h11) serves it as the proxy's own does.
     with TestUpstream(responder=summary_responder) as upstream:
         settings = Settings(
             upstream=upstream.base_url, port=0, db=tmp_path / "c.db", context_window=4_000_000

@@ -187,7 +187,8 @@ class Settings(ConfigurationModel):
     body_read_timeout: Annotated[float, Setting(group=SERVER, metavar="SECONDS")] = Field(
         default=30.0,
         gt=0,
-        description="Seconds to wait for each next piece of a request body before answering 408.",
+        description="Seconds to wait for each next piece of a request body, and for a "
+        "request's line and headers from its first byte, before answering 408.",
     )
     responses_upstream: Annotated[Literal["responses", "chat"], Setting(group=UPSTREAM)] = Field(
         default="responses",

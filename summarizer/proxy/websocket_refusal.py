@@ -4,9 +4,10 @@ The proxy serves HTTP only. Codex CLI's built-in OpenAI provider first opens the
 WebSocket mode (``GET /v1/responses`` with ``Upgrade: websocket``); it falls back to
 ``POST /v1/responses`` immediately on a 426, and only after five reconnects (about 6 s) on any
 other refusal (uvicorn's default is 403). Every upgrade request, on any path, gets the 426 with an
-OpenAI-shaped error body: as the server's WebSocket denial response when a WebSocket library is
-installed (the ASGI ``websocket.http.response`` extension), as a plain HTTP answer when none is
-(uvicorn then passes the upgrade request on as an ordinary ``GET``).
+OpenAI-shaped error body: as a plain HTTP answer under the proxy's own server (which passes an
+upgrade request on as an ordinary request and closes the connection after it), and as the
+server's WebSocket denial response under an ASGI server with a WebSocket library (the ASGI
+``websocket.http.response`` extension).
 """
 
 from __future__ import annotations

@@ -87,6 +87,8 @@ class Connection(asyncio.Protocol):
         self.server = server
         self.parser = httptools.HttpRequestParser(self)
         self.transport: Any = None  # uvloop's transports are no asyncio.Transport subclass
+        self.addresses: tuple[tuple[str, int] | None, tuple[str, int] | None] = (None, None)
+        """The server's and the client's (host, port)."""
         self.pending: deque[_Request] = deque()
         """Requests parsed and not yet answered (the first is being answered)."""
         self.parsing: _Request | None = None
@@ -114,6 +116,10 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        self.addresses = (
+            _address(transport.get_extra_info("sockname")),
+            _address(transport.get_extra_info("peername")),
+        )
         self.server.connections.add(self)
         self._wait(self.server.idle_timeout, idle=True)
 
@@ -173,13 +179,12 @@ class Connection(asyncio.Protocol):
         url = httptools.parse_url(self._url)
         raw_path: bytes = url.path or b"/"
         path = raw_path.decode("latin-1")
-        transport = self.transport
         scope = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": self.parser.get_http_version(),
-            "server": _address(transport.get_extra_info("sockname")),
-            "client": _address(transport.get_extra_info("peername")),
+            "server": self.addresses[0],
+            "client": self.addresses[1],
             "scheme": "http",
             "method": self.parser.get_method().decode("ascii"),
             "root_path": "",
