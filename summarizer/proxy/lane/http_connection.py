@@ -36,6 +36,8 @@ HIGH_WATER = 65_536
 MAX_HEAD_BYTES = 65_536
 """The most a request line and its headers may take together."""
 
+_TOO_LARGE = f"The request's line and headers exceed {MAX_HEAD_BYTES} bytes."
+
 LINGER = 2.0
 """Seconds a connection closing on a request it did not read whole goes on reading (and
 dropping) what the client still sends."""
@@ -93,6 +95,10 @@ class Connection(asyncio.Protocol):
         """Requests parsed and not yet answered (the first is being answered)."""
         self.parsing: _Request | None = None
         self.head_bytes = 0
+        self.head_read = 0
+        """Bytes read while a head was unfinished, after the read it began in: httptools holds
+        a header until it ends, so ``on_header`` alone cannot keep an endless one in bounds."""
+        self.head_began = False
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self.closed = False
@@ -137,6 +143,7 @@ class Connection(asyncio.Protocol):
             # The first bytes of a request: its head must now arrive in time.
             self.in_head = True
             self._wait(self.server.header_timeout, idle=False)
+        self.head_began = False
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -145,9 +152,14 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError:
             # (A callback's exception reaches here too, as the parser's own error.)
             if self.head_bytes > MAX_HEAD_BYTES:
-                self._fail(431, f"The request's line and headers exceed {MAX_HEAD_BYTES} bytes.")
+                self._fail(431, _TOO_LARGE)
             else:
                 self._fail(400, "The request is not valid HTTP/1.1.")
+        else:
+            if self.in_head and not self.head_began:
+                self.head_read += len(data)
+                if self.head_read > MAX_HEAD_BYTES:
+                    self._fail(431, _TOO_LARGE)
 
     def pause_writing(self) -> None:
         self.writable.clear()
@@ -161,6 +173,7 @@ class Connection(asyncio.Protocol):
         self._url = b""
         self._headers = []
         self.head_bytes = 0
+        self.head_began = True
         if not self.in_head:
             self.in_head = True
             self._wait(self.server.header_timeout, idle=False)
@@ -175,6 +188,7 @@ class Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self.in_head = False
+        self.head_read = 0
         self._stop_timer()
         url = httptools.parse_url(self._url)
         raw_path: bytes = url.path or b"/"
