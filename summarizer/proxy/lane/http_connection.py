@@ -362,7 +362,8 @@ class _Cycle:
         self.body_given = False
 
     async def run(self) -> None:
-        """Run the app for the request; answer 500 (and close) if it fails before answering."""
+        """Run the app for the request; answer 500 (and close) if it fails before any of its
+        answer is written."""
         scope = self.request.scope
         try:
             await self.connection.server.app(scope, self.receive, self.send)
@@ -370,7 +371,7 @@ class _Cycle:
             logger.exception("the app failed on %s %s", scope["method"], scope["path"])
         finally:
             if not self.finished:
-                if not self.started:
+                if not self.started or self.head is not None:  # (a head held is not written)
                     self.status = 500
                     refusal = self.connection.server.refusal
                     message = "The server failed to handle this request."
