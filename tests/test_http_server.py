@@ -1024,6 +1024,20 @@ def test_failed_startup_makes_serve_raise_runtime_error_without_serving() -> Non
     assert requests == []
 
 
+def test_a_startup_that_raises_makes_serve_raise_runtime_error_without_serving() -> None:
+    requests: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await receive()
+            raise OSError("the store is not writable")
+        requests.append(scope["path"])
+
+    with pytest.raises(RuntimeError, match="the store is not writable"):
+        _start(app)
+    assert requests == []
+
+
 def access_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "summarizer.access"]
 

@@ -29,7 +29,7 @@ from .app import create_app
 from .banner import banner_lines, print_banner
 from .errors import shaped_error
 from .lane import with_lane
-from .lane.http_connection import closing_answer
+from .lane.http_cycle import closing_answer
 from .lane.http_server import HttpServer, listening_socket, new_event_loop
 from .settings import Settings
 

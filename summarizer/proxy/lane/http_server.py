@@ -20,7 +20,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message
 
-from .http_connection import Connection, plain_refusal
+from .http_connection import Connection
+from .http_cycle import plain_refusal
 
 Refusal = Callable[[str, int, str], bytes]
 """What the server answers on its own (a request it cannot parse, a head too large or too slow,
@@ -124,7 +125,10 @@ class _Lifespan:
         scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": self.state}
         self.task = asyncio.ensure_future(self.app(scope, self.inbox.get, self.outbox.put))
         await self.inbox.put({"type": "lifespan.startup"})
-        answer = await self._answer()
+        try:
+            answer = await self._answer()
+        except Exception as exc:
+            raise RuntimeError(f"the app failed to start: {exc!r}") from exc
         if answer["type"] != "lifespan.startup.complete":
             raise RuntimeError(f"the app failed to start: {answer.get('message', '')}")
 
