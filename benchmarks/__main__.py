@@ -213,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 litellm=args.litellm,
                 skip_litellm=args.skip_litellm,
                 litellm_spec=args.litellm_spec,
+                before=None if args.before == "none" else args.before,
             ),
         ),
         ("2", prepare_scaling, lambda: prepare_scaling.run(quick=args.quick, out_dir=out_dir)),

@@ -60,14 +60,16 @@ def running(
     env: Mapping[str, str] | None = None,
     timeout: float = 60,
     log: Path | None = None,
+    cwd: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``command`` until the block ends; yields once ``ready_url`` answers 200.
+    """Run ``command`` (in ``cwd`` when given) until the block ends; yields once ``ready_url``
+    answers 200.
 
     Its output goes to ``log`` when given, else to this process's.
     """
     with contextlib.ExitStack() as stack:
         output = stack.enter_context(log.open("wb")) if log is not None else None
-        yield stack.enter_context(_process(command, ready_url, name, env, timeout, output))
+        yield stack.enter_context(_process(command, ready_url, name, env, timeout, output, cwd))
 
 
 @contextmanager
@@ -78,9 +80,10 @@ def _process(
     env: Mapping[str, str] | None,
     timeout: float,
     output: IO[bytes] | None,
+    cwd: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     process = subprocess.Popen(
-        list(command), env={**os.environ, **(env or {})}, stdout=output, stderr=output
+        list(command), env={**os.environ, **(env or {})}, stdout=output, stderr=output, cwd=cwd
     )
     try:
         wait_until_ready(process, ready_url, name=name, timeout=timeout)
@@ -101,10 +104,13 @@ def serve_process(
     context_window: int,
     db: Path | None = None,
     extra: Sequence[str] = (),
+    tree: Path | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``summarizer serve`` in a subprocess on a free port; yields its ``/v1`` URL and process.
 
-    The checkpoint store is ``db`` when given, else a SQLite file in a temporary folder.
+    The checkpoint store is ``db`` when given, else a SQLite file in a temporary folder. The
+    code is this checkout's, or the source tree ``tree``'s (an earlier commit's, run in this
+    environment: ``benchmarks.checkout``).
     """
     port = free_port()
     with tempfile.TemporaryDirectory() as folder:
@@ -115,7 +121,9 @@ def serve_process(
             "--context-window", str(context_window), "--log-level", "warning", *extra,
         ]  # fmt: skip
         base = f"http://127.0.0.1:{port}"
-        with running(command, ready_url=f"{base}/healthz", name="summarizer serve") as process:
+        env = None if tree is None else {"PYTHONPATH": str(tree)}
+        name = "summarizer serve" if tree is None else f"summarizer serve from {tree}"
+        with running(command, ready_url=f"{base}/healthz", name=name, env=env, cwd=tree) as process:
             yield f"{base}/v1", process
 
 

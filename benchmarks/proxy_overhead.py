@@ -36,6 +36,7 @@ from typing import Any
 
 from summarizer.loaders.tokenizers import make_counter
 
+from .checkout import CheckoutUnavailable, checkout
 from .litellm_gateway import LITELLM_SPEC, ensure_litellm, litellm_process
 from .processes import (
     passthrough_process,
@@ -45,7 +46,7 @@ from .processes import (
     wait_until_idle,
 )
 from .proxy_overhead_load import Cell, Plan, Target, measure_concurrent, measure_sequential
-from .proxy_overhead_report import report
+from .proxy_overhead_report import LAST_STOP_COMMIT, report
 from .results import Section, print_section
 
 TITLE = "Proxy overhead, against LiteLLM's proxy"
@@ -117,8 +118,9 @@ FULL = Plan((10_000, 100_000), (1, 16, 64), 500, 640, 4, 20)
 QUICK = Plan((1_000, 5_000), (1, 4), 8, 16, 2, 2)
 
 
-def run_cells(plan: Plan, *, litellm: Path | None) -> list[Cell]:
-    """Start the three servers once and measure every cell of ``plan``."""
+def run_cells(plan: Plan, *, litellm: Path | None, before: str | None = None) -> list[Cell]:
+    """Start the servers once and measure every cell of ``plan`` (``before``: also summarizer
+    at that commit, as the path ``before``)."""
     cells: list[Cell] = []
     with ExitStack() as stack:
         upstream, upstream_server = stack.enter_context(upstream_process())
@@ -134,6 +136,18 @@ def run_cells(plan: Plan, *, litellm: Path | None) -> list[Cell]:
             Target("floor", f"{floor}/chat/completions", auth),
             Target("relay", f"{relay}/chat/completions", auth),
         ]
+        tree = None
+        if before is not None:
+            try:
+                tree = stack.enter_context(checkout(before))
+            except CheckoutUnavailable as exc:
+                print(f"  proxy overhead: {before} not measured: {exc}", file=sys.stderr)
+        if tree is not None:
+            earlier, earlier_server = stack.enter_context(
+                serve_process(upstream, context_window=window, tree=tree)
+            )
+            servers.append(earlier_server.pid)
+            targets.append(Target("before", f"{earlier}/chat/completions", auth))
         if litellm is not None:
             gateway, key, gateway_server = stack.enter_context(
                 litellm_process(litellm, upstream, MODEL)
@@ -200,16 +214,18 @@ def run(
     litellm: Path | None = None,
     skip_litellm: bool = False,
     litellm_spec: str = LITELLM_SPEC,
+    before: str | None = LAST_STOP_COMMIT,
 ) -> Section:
-    """Measure every cell (``quick``: tiny sizes and counts) and build the section."""
+    """Measure every cell (``quick``: tiny sizes and counts) and build the section; ``before``:
+    a commit measured beside this code in the same run (None: none)."""
     del out_dir  # this section writes no files
     plan = QUICK if quick else FULL
     executable: Path | None = None
     if not skip_litellm:
         executable = litellm if litellm is not None else ensure_litellm(spec=litellm_spec)
-    cells = run_cells(plan, litellm=executable)
+    cells = run_cells(plan, litellm=executable, before=before)
     spec = None if skip_litellm else (str(litellm) if litellm is not None else litellm_spec)
-    body, floors = report(cells, plan, litellm_spec=spec)
+    body, floors = report(cells, plan, litellm_spec=spec, before=before)
     return Section(title=TITLE, command=COMMAND, body=body, floors=floors)
 
 
@@ -222,6 +238,13 @@ def add_litellm_arguments(parser: argparse.ArgumentParser) -> None:
         "--litellm-spec",
         default=LITELLM_SPEC,
         help=f"what to pip install into benchmarks/.litellm-venv (default {LITELLM_SPEC})",
+    )
+    parser.add_argument(
+        "--before",
+        default=LAST_STOP_COMMIT,
+        metavar="REV",
+        help="section 1: also measure summarizer at this commit, in the same run (default "
+        f"{LAST_STOP_COMMIT}, the last lane on uvicorn's private class; 'none' for none)",
     )
 
 
@@ -238,6 +261,7 @@ def main() -> None:
             litellm=args.litellm,
             skip_litellm=args.skip_litellm,
             litellm_spec=args.litellm_spec,
+            before=None if args.before == "none" else args.before,
         )
     print_section(section)
 

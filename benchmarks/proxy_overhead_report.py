@@ -70,10 +70,12 @@ def _shape(cell: Cell) -> str:
 
 
 def report(
-    cells: Sequence[Cell], plan: Plan, *, litellm_spec: str | None
+    cells: Sequence[Cell], plan: Plan, *, litellm_spec: str | None, before: str | None = None
 ) -> tuple[str, list[Floor]]:
-    """The section's body (one table of added latency, one of throughput) and its floors."""
+    """The section's body (one table of added latency, one of throughput) and its floors;
+    ``before``: the commit measured as the path ``before`` in this run, if any."""
     has_litellm = all("litellm" in cell.latencies for cell in cells)
+    has_before = before is not None and all("before" in cell.latencies for cell in cells)
     latency_rows: list[list[str]] = []
     rps_rows: list[list[str]] = []
     has_floor = all("floor" in cell.latencies for cell in cells)
@@ -87,8 +89,10 @@ def report(
             row.append(_ms(cell.added("floor", "median")))
         key = (cell.tokens, cell.stream, cell.concurrency, cell.growing)
         for _, figures in EARLIER:
-            before = figures.get(key)
-            row.append("" if before is None else f"{before:.2f}")
+            earlier = figures.get(key)
+            row.append("" if earlier is None else f"{earlier:.2f}")
+        if has_before:
+            row.append(_ms(cell.added("before", "median")))
         for stat in SHARES:
             row.append(_ms(cell.added("summarizer", stat)))
             if has_litellm:
@@ -110,6 +114,8 @@ def report(
     if has_floor:
         header.append("stack floor +median ms")
     header += [f"summarizer +median ms {name}" for name, _ in EARLIER]
+    if has_before:
+        header.append(f"summarizer +median ms at {before}, this run")
     for stat in SHARES:
         header.append(f"summarizer +{stat} ms")
         if has_litellm:
@@ -137,9 +143,17 @@ def report(
             f"{gateway}. *before* and *the lane on uvicorn's private class*: summarizer's added "
             f"median in the last runs before the fast path (commit {FAST_PATH_COMMIT}), before "
             f"the lane (commit {LANE_COMMIT}) and the last with the lane subclassing uvicorn's "
-            f"protocol (commit {LAST_STOP_COMMIT}; the lane is a plain ASGI callable since), "
+            f"protocol (commit {LAST_STOP_COMMIT}; the lane is a plain ASGI callable since, on the "
+            "proxy's own HTTP server), "
             "other runs' load: compare them through each run's floors and LiteLLM figures. "
-            "Rows *100k + turns* are a growing session: each request is the previous one plus "
+            + (
+                f"*At {before}, this run*: summarizer at commit {before}, from its own source "
+                "tree, measured in this run as one more path (its own rounds and bursts), so its "
+                "figures and this code's share the host's load. "
+                if has_before
+                else ""
+            )
+            + "Rows *100k + turns* are a growing session: each request is the previous one plus "
             "a turn (what an agent sends, and what the lane streams upstream as it arrives); "
             "the other rows send the same body every time. "
             "At concurrency 1 each proxy alternates with "
@@ -156,13 +170,14 @@ def report(
             markdown_table(rps_header, rps_rows),
         ]
     )
-    return body, floors(cells, has_litellm=has_litellm)
+    return body, floors(cells, has_litellm=has_litellm, before=before if has_before else None)
 
 
-def floors(cells: Sequence[Cell], *, has_litellm: bool) -> list[Floor]:
+def floors(cells: Sequence[Cell], *, has_litellm: bool, before: str | None = None) -> list[Floor]:
     """Median ≤ 1 ms (issue 16; ≤ 2 ms before it) and p99 ≤ 10 ms added at concurrency 1 on the
     largest conversation, and at most 0.05× LiteLLM's added latency at every concurrency (judged
-    on the median, every cell)."""
+    on the median, every cell). The median's figure names the relay's, and ``before``'s
+    measured in the same run."""
     out: list[Floor] = []
     largest = max(cell.tokens for cell in cells)
     for cell in cells:
@@ -174,8 +189,13 @@ def floors(cells: Sequence[Cell], *, has_litellm: bool) -> list[Floor]:
         session = ", growing session" if cell.growing else ""
         shape = f"concurrency 1, {_tokens(largest)} tokens{session}, {mode}"
         measured = f"{_ms(median)} ms"
+        beside = []
         if "relay" in cell.latencies:
-            measured += f" (relay {_ms(cell.added('relay', 'median'))} ms)"
+            beside.append(f"relay {_ms(cell.added('relay', 'median'))} ms")
+        if before is not None:
+            beside.append(f"{before} {_ms(cell.added('before', 'median'))} ms")
+        if beside:
+            measured += f" ({'; '.join(beside)})"
         out.append(Floor(f"{shape}: median added", measured, "≤ 1 ms", median <= 0.001))
         out.append(Floor(f"{shape}: p99 added", f"{_ms(p99)} ms", "≤ 10 ms", p99 <= 0.010))
     if has_litellm:

@@ -40,6 +40,8 @@ def test_quick_mode_runs_every_section(tmp_path: Path) -> None:
     ):
         assert title in text
     assert "litellm +median ms" in text  # LiteLLM was measured, not skipped
+    # The last lane on uvicorn's private class, from its own tree, measured in the same run.
+    assert "summarizer +median ms at e22dd62, this run" in text
     assert "| not judged |" in text and "| met |" not in text
     assert (tmp_path / "prepare_scaling.svg").read_text().startswith("<svg")
 
