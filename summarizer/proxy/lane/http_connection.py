@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 import httptools
 
-from .http_cycle import Cycle, Request
-
-if TYPE_CHECKING:
-    from .http_server import HttpServer
+from .http_cycle import Cycle, Request, Serving
 
 HIGH_WATER = 65_536
 """Body bytes buffered for the app before the connection stops reading."""
@@ -40,7 +37,7 @@ dropping) what the client still sends."""
 class Connection(asyncio.Protocol):
     """One client connection: parses its requests and runs the app for each, in order."""
 
-    def __init__(self, server: HttpServer) -> None:
+    def __init__(self, server: Serving) -> None:
         self.server = server
         self.parser = httptools.HttpRequestParser(self)
         self.transport: Any = None  # uvloop's transports are no asyncio.Transport subclass
@@ -81,12 +78,12 @@ class Connection(asyncio.Protocol):
             _address(transport.get_extra_info("sockname")),
             _address(transport.get_extra_info("peername")),
         )
-        self.server.connections.add(self)
+        self.server.opened(self)
         self._wait(self.server.idle_timeout, idle=True)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.connections.discard(self)
+        self.server.closed(self)
         self._stop_timer()
         self.writable.set()
         self.changed.set()

@@ -5,20 +5,67 @@ closing on 1.0, when the app gives no length)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Callable, Coroutine
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from starlette.types import Message
-
-if TYPE_CHECKING:
-    from .http_connection import Connection
+from starlette.types import ASGIApp, Message
 
 logger = logging.getLogger("summarizer.proxy")
 access_logger = logging.getLogger("summarizer.access")
+
+Refusal = Callable[[str, int, str], bytes]
+"""What the server answers on its own (a request it cannot parse, a head too large or too slow,
+an app that failed before answering): ``(path, status, message)`` to the whole answer's bytes,
+one that closes the connection."""
+
+
+class Serving(Protocol):
+    """What a connection and its requests need of the server (``http_server.HttpServer``)."""
+
+    app: ASGIApp
+    idle_timeout: float
+    header_timeout: float
+    access_log: bool
+    refusal: Refusal
+    stopping: bool
+    state: dict[str, Any]
+
+    def start(self, cycle: Coroutine[Any, Any, None]) -> None:
+        """Run a request's cycle as a task."""
+
+    def opened(self, connection: object) -> None:
+        """A connection is made."""
+
+    def closed(self, connection: object) -> None:
+        """A connection is lost."""
+
+
+class Link(Protocol):
+    """What a request's cycle needs of its connection (``http_connection.Connection``)."""
+
+    server: Serving
+    pending: deque[Request]
+    changed: asyncio.Event
+    writable: asyncio.Event
+
+    @property
+    def gone(self) -> bool:
+        """Whether the connection is closed or closing."""
+
+    def write(self, data: bytes) -> None:
+        """Write unless gone."""
+
+    def resume_reading(self) -> None:
+        """Read again."""
+
+    def answered(self, request: Request, *, keep_alive: bool) -> None:
+        """The request's answer is written."""
 
 
 def _phrase(status: int) -> bytes:
@@ -63,7 +110,7 @@ class Request:
 class Cycle:
     """One request's run of the app: its ``receive`` and ``send``."""
 
-    def __init__(self, connection: Connection, request: Request) -> None:
+    def __init__(self, connection: Link, request: Request) -> None:
         self.connection = connection
         self.request = request
         self.head: bytes | None = None

@@ -15,18 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 from starlette.types import ASGIApp, Message
 
 from .http_connection import Connection
-from .http_cycle import plain_refusal
-
-Refusal = Callable[[str, int, str], bytes]
-"""What the server answers on its own (a request it cannot parse, a head too large or too slow,
-an app that failed before answering): ``(path, status, message)`` to the whole answer's bytes,
-one that closes the connection."""
+from .http_cycle import Refusal, plain_refusal
 
 
 class HttpServer:
@@ -59,6 +54,16 @@ class HttpServer:
         self.started = asyncio.Event()
         self._stop = asyncio.Event()
         self._now = asyncio.Event()
+
+    def opened(self, connection: object) -> None:
+        """A connection is made: it is closed when the server stops."""
+        assert isinstance(connection, Connection)
+        self.connections.add(connection)
+
+    def closed(self, connection: object) -> None:
+        """A connection is lost."""
+        assert isinstance(connection, Connection)
+        self.connections.discard(connection)
 
     def start(self, cycle: Coroutine[Any, Any, None]) -> None:
         """Run a request's ``cycle`` as a task the server waits for when it stops."""
