@@ -1,5 +1,6 @@
-"""Spans (``core.spans``) and recall over them (``core.recall``): ids, index lines, search by
-text and regex, fetch by id, and every bound."""
+"""Spans (``core.spans``), recall over them (``core.recall``) and the recall tool
+(``core.recall_tool``): ids, index lines, search by text and regex, fetch by id, every bound,
+the tool's name, index and calls."""
 
 from __future__ import annotations
 
@@ -11,7 +12,17 @@ from hypothesis import strategies as st
 
 from summarizer.core.messages import message_text
 from summarizer.core.recall import MAX_QUERY_CHARS, fetch, search
+from summarizer.core.recall_tool import (
+    PARAMETERS,
+    TOOL_NAMES,
+    RecallCall,
+    answer_call,
+    index_text,
+    read_call,
+    recall_tool,
+)
 from summarizer.core.spans import Span, index_line, span_id, spans_of
+from summarizer.loaders.prompts import load_prompt_set
 
 
 def conversation() -> list[dict[str, Any]]:
@@ -176,3 +187,65 @@ def test_every_hit_is_exact_text_of_a_replaced_message(
         text = message_text(raw[hit.message])
         assert text[hit.start : hit.start + len(hit.text)] == hit.text
         assert query.lower() in hit.text.lower() or answer.more
+
+
+# -- the tool (core.recall_tool) -----------------------------------------------------------------
+
+
+def test_the_tool_takes_the_first_name_the_agent_does_not_use() -> None:
+    prompts = load_prompt_set()
+    tool = recall_tool(prompts, ["bash", "read_file"])
+    assert tool is not None and tool.name == "recall"
+    assert tool.description == prompts.recall_tool and "span" in tool.description
+    assert tool.parameters is PARAMETERS
+    renamed = recall_tool(prompts, ["recall", "bash"])
+    assert renamed is not None and renamed.name == "summarizer_recall"
+    assert recall_tool(prompts, TOOL_NAMES) is None
+
+
+def test_the_summary_index_lists_every_span_and_names_the_tool() -> None:
+    raw = conversation()
+    spans = spans_of([(1, 3), (3, 5)], raw)
+    text = index_text(load_prompt_set(), "summarizer_recall", spans, raw)
+    assert "`summarizer_recall`" in text
+    assert [line for line in text.splitlines() if line.startswith("- ")] == [
+        f"- {index_line(span, raw)}" for span in spans
+    ]
+
+
+def test_a_call_is_read_from_json_text_or_an_object() -> None:
+    assert read_call('{"query": "KeyError"}') == RecallCall(query="KeyError")
+    assert read_call({"query": "a.*b", "regex": True}) == RecallCall(query="a.*b", regex=True)
+    assert read_call({"span": "span-abc", "offset": 2}) == RecallCall(span="span-abc", offset=2)
+
+
+def test_a_malformed_call_is_answered_with_what_is_wrong() -> None:
+    cases = {
+        "": "needs either query or span",
+        "{not json": "not valid JSON",
+        "[1, 2]": "must be an object",
+        '{"query": "x", "span": "y"}': "not both",
+        "{}": "not both",
+        '{"query": 3}': "query must be a string",
+        '{"span": ["a"]}': "span must be a string",
+        '{"query": "x", "regex": "yes"}': "regex must be true or false",
+        '{"span": "s", "offset": -1}': "offset must be",
+        '{"span": "s", "offset": true}': "offset must be",
+        '{"query": "x", "path": "/etc"}': "unknown arguments: path",
+    }
+    for arguments, reason in cases.items():
+        read = read_call(arguments)
+        assert isinstance(read, str) and reason in read, (arguments, read)
+        rendered = answer_call(read, spans_of([(0, 1)], conversation()), conversation()).render()
+        assert rendered.startswith("recall failed:") and reason in rendered
+
+
+def test_a_call_is_answered_by_search_or_fetch() -> None:
+    raw = conversation()
+    spans = spans_of([(1, 5)], raw)
+    found = answer_call(RecallCall(query="keyerror"), spans, raw)
+    assert found.hits and found.hits[0].message == 3
+    read = answer_call(RecallCall(span=spans[0].id, offset=3), spans, raw)
+    assert [hit.message for hit in read.hits] == [4]
+    nothing = answer_call(RecallCall(query="x"), [], raw)
+    assert nothing.error == "nothing of this conversation has been replaced"

@@ -38,6 +38,11 @@ class PromptSet:
     masked_output: str
     """What an old tool output is replaced with when the ``hybrid`` or ``masking`` policy
     masks it (``original_tokens``)."""
+    recall_tool: str
+    """The recall tool's description, as the model is offered it (``core.recall_tool``)."""
+    recall_index: str
+    """The list of recallable spans a summary carries (``tool``: the tool's name, ``spans``:
+    one index line per span)."""
 
     @classmethod
     def names(cls) -> Sequence[str]:
