@@ -82,3 +82,29 @@ def test_growing_conversation_is_append_only_between_compactions() -> None:
         history.append({"role": "assistant", "content": f"step {turn} " * 40})
         history.append({"role": "user", "content": f"continue {turn}"})
     assert compactions >= 3
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), st.integers(1_500, 6_000))
+def test_replaced_names_every_raw_message_not_sent_as_it_is(
+    messages: list[dict[str, Any]], window: int
+) -> None:
+    context = ContextManager(
+        summarizer=summarize,
+        context_window=window,
+        reserve_output_tokens=200,
+        max_summary_tokens=200,
+        ledger_max_tokens=100,
+    )
+    try:
+        result = context.prepare(messages, model="gpt-4o")
+    except BudgetExceeded:
+        return
+    replaced = {i for start, end in result.replaced for i in range(start, end)}
+    sent = {id(m) for m in result.messages}
+    # What recall may read back is exactly what the request does not carry as it is.
+    assert replaced == {i for i, m in enumerate(messages) if id(m) not in sent}
+    assert result.replaced == sorted(result.replaced)
+    assert (result.replaced != []) == result.rewritten
+    # The next request of the same conversation stands on the same checkpoint: same ranges.
+    assert context.prepare(messages, model="gpt-4o").replaced == result.replaced

@@ -184,6 +184,13 @@ class Checkpoint(BaseModel):
         """One past the last raw index any slot replaces (0 when there is no slot)."""
         return self.slots[-1].end if self.slots else 0
 
+    def replaced(self) -> list[tuple[int, int]]:
+        """The raw ranges ``[start, end)`` this checkpoint does not send as they are: each
+        slot's run, and each overridden message alone; in raw order (``core.spans``)."""
+        ranges = [(slot.start, slot.end) for slot in self.slots]
+        ranges += [(index, index + 1) for index in self.overrides]
+        return sorted(ranges)
+
     def slot_at(self, index: int) -> Slot | None:
         """The slot replacing raw message ``index``, if any."""
         for slot in self.slots:

@@ -218,6 +218,7 @@ def commit_draft(
         checkpoint_id=checkpoint.id,
         report=located.report(draft.raw_tokens, checkpoint.tokens_after),
         event=event,
+        replaced=checkpoint.replaced(),
     )
 
 

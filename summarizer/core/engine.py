@@ -204,6 +204,7 @@ class ContextEngine:
             namespace=located.namespace,
             checkpoint_id=located.checkpoint_id,
             report=located.report(located.raw_tokens, located.calibrated_tokens),
+            replaced=[] if located.checkpoint is None else located.checkpoint.replaced(),
         )
 
     def steps(self, located: Located, *, trigger: Trigger = "threshold") -> Effects[PrepareResult]:

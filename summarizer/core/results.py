@@ -128,3 +128,6 @@ class PrepareResult(BaseModel):
     checkpoint_id: str | None
     report: TokenReport
     event: CompactionEvent | None = None
+    replaced: list[tuple[int, int]] = Field(default_factory=list)
+    """The raw ranges ``[start, end)`` the messages do not carry as they are (the applied
+    checkpoint's ``replaced``): what recall may read back (``core.spans``)."""
