@@ -249,3 +249,13 @@ def test_a_call_is_answered_by_search_or_fetch() -> None:
     assert [hit.message for hit in read.hits] == [4]
     nothing = answer_call(RecallCall(query="x"), [], raw)
     assert nothing.error == "nothing of this conversation has been replaced"
+
+
+def test_a_text_query_has_no_time_bound_and_a_regex_takes_the_callers() -> None:
+    raw = [{"role": "tool", "content": ("x" * 999 + "\n") * 2_000 + "TokenRefresher"}]
+    spans = spans_of([(0, 1)], raw)
+    # A tiny bound stops a regular expression, never a literal (which cannot backtrack).
+    assert search(spans, raw, "tokenrefresher", timeout=1e-9).hits
+    stopped = search(spans, raw, r"token\w+", is_regex=True, timeout=1e-9)
+    assert stopped.error is not None and "too long" in stopped.error
+    assert search(spans, raw, r"token\w+", is_regex=True, timeout=None).hits
