@@ -78,7 +78,9 @@ def run(
         [
             f"`{command} --out DIR` over {cases_run} cases: every strategy compacts each case to "
             f"{BUDGET:.0%} of its own tokens; gold recall is the share of the case's gold facts "
-            "still stated in what would be sent next. " + models,
+            "still stated in what would be sent next; *recoverable*, of the gold facts it "
+            "missed, the share one search of the recall tool gives back from the replaced "
+            "messages (mean over the cases that missed some; see below). " + models,
             markdown_table(strategy_table(aggregates)),
             "Missed gold facts by kind:",
             markdown_table(kinds_table(aggregates)),
