@@ -78,7 +78,9 @@ def run(
         [
             f"`{command} --out DIR` over {cases_run} cases: every strategy compacts each case to "
             f"{BUDGET:.0%} of its own tokens; gold recall is the share of the case's gold facts "
-            "still stated in what would be sent next. " + models,
+            "still stated in what would be sent next; *recoverable*, of the gold facts it "
+            "missed, the share one search of the recall tool gives back from the replaced "
+            "messages (mean over the cases that missed some; see below). " + models,
             markdown_table(strategy_table(aggregates)),
             "Missed gold facts by kind:",
             markdown_table(kinds_table(aggregates)),
@@ -130,6 +132,15 @@ def _real_sessions() -> tuple[str, list[Floor]]:
             "the ledger where masking is not enough), `observation-masking` the published "
             "baseline (masking, then the oldest turns dropped).",
             real_sessions.table(found),
+            "Recoverable recall beside gold recall, on the same cases: of the gold facts a "
+            "strategy's compacted contexts missed, how many one search of the recall tool "
+            "(`summarizer.core.recall`, default bounds: 8 excerpts, 4,000 characters) gives back "
+            "from the messages the compaction replaced, the query being what an agent would type "
+            "for the fact's kind (a file name, a command's program and first argument, an error's "
+            "class or code, a test's name, an identifier itself, a sentence's three longest "
+            "uncommon words; `summarizer/evaluation/recoverable.py`). A query that matches too "
+            "many places to bring the fact back within the bounds counts as not recovered.",
+            real_sessions.recoverable_table(found),
             "Ledger precision, before and after: the share of ledger items a reader would call "
             f"a fact, on a fixed sample of up to {real_sessions.SAMPLE_SIZE} distinct items per "
             "converter (seeded) of every ledger the ledger-only rows wrote (before: recorded "

@@ -29,7 +29,7 @@ import hashlib
 import json
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from summarizer.evaluation.converters import (
 )
 from summarizer.evaluation.dataset import Case
 from summarizer.evaluation.metrics import context_text, gold_fact_recall
+from summarizer.evaluation.recoverable import recoverable_recall
 from summarizer.evaluation.strategies import STRATEGIES
 from summarizer.loaders.tokenizers import make_counter
 
@@ -82,6 +83,8 @@ class Outcome:
     strategy: str
     kept: int | None
     total: int
+    recovered: int = 0
+    """Of the gold facts missed (``total - kept``), how many one recall search gives back."""
 
 
 def held_aside(case_id: str) -> bool:
@@ -140,6 +143,7 @@ def evaluate(
             for variant in strategy.variants(case):
                 job = CompactionInput(case, budget, counter, AGENT_MODEL, variant=variant)
                 kept: int | None = None
+                recovered = 0
                 try:
                     compaction = strategy.compact(job)
                 except BudgetExceeded:
@@ -147,11 +151,24 @@ def evaluate(
                 if compaction is not None:
                     recall = gold_fact_recall(context_text(compaction.messages), case.facts)
                     kept = recall.kept
+                    missed = {fact.id for fact in recall.missed}
+                    recovered = recoverable_recall(
+                        case.messages,
+                        compaction.messages,
+                        [fact for fact in case.facts if fact.id in missed],
+                    ).kept
                     if name == "ledger-only":
                         items += [(item.converter, t) for t in ledger_items(compaction.messages)]
                 outcomes.append(
                     Outcome(
-                        budget_share, part, item.converter, case.id, name, kept, len(case.facts)
+                        budget_share,
+                        part,
+                        item.converter,
+                        case.id,
+                        name,
+                        kept,
+                        len(case.facts),
+                        recovered,
                     )
                 )
     return outcomes, items
@@ -214,6 +231,8 @@ class Group:
     left_out: int
     kept: dict[str, tuple[int, int]]
     """By strategy (and ``before``): gold facts kept, of how many."""
+    recovered: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """By strategy: gold facts missed that one recall search gives back, of how many missed."""
 
 
 def groups(outcomes: Sequence[Outcome], before: Mapping[str, int | None]) -> list[Group]:
@@ -237,14 +256,18 @@ def groups(outcomes: Sequence[Outcome], before: Mapping[str, int | None]) -> lis
             and (not before or before.get(_key(budget, case_id)) is not None)
         ]
         kept: dict[str, tuple[int, int]] = {}
+        recovered: dict[str, tuple[int, int]] = {}
         for name in sorted(present):
             ran = [o for rows in common for o in rows if o.strategy == name]
             kept[name] = (sum(o.kept or 0 for o in ran), sum(o.total for o in ran))
+            recovered[name] = (sum(o.recovered for o in ran), kept[name][1] - kept[name][0])
         if before and common:
             totals = [rows[0].total for rows in common]
             recorded = [before[_key(budget, rows[0].case_id)] or 0 for rows in common]
             kept["before"] = (sum(recorded), sum(totals))
-        out.append(Group(budget, part, converter, len(common), len(by_case) - len(common), kept))
+        out.append(
+            Group(budget, part, converter, len(common), len(by_case) - len(common), kept, recovered)
+        )
     return out
 
 
@@ -266,6 +289,32 @@ def table(found: Sequence[Group]) -> str:
         if g.cases
     ]
     return markdown_table(header, lines, align="rllrr" + "r" * (len(names) + 1))
+
+
+def recoverable_table(found: Sequence[Group]) -> str:
+    """Beside each strategy's gold recall (``table``), its recoverable recall: of the gold facts
+    its compacted contexts missed, how many one recall search gives back."""
+    names = [n for n in STRATEGY_NAMES if any(n in g.recovered for g in found)]
+    header = ["budget", "part", "converter", "cases"]
+    for name in names:
+        header += [f"{name}: gold", f"{name}: recoverable"]
+    lines = []
+    for g in found:
+        if not g.cases:
+            continue
+        line = [f"{g.budget:g}", g.part, g.converter, str(g.cases)]
+        for name in names:
+            gold = g.kept.get(name, (0, 0))
+            line += [
+                f"{gold[0] / gold[1]:.1%}" if gold[1] else "–",
+                _share(*g.recovered.get(name, (0, 0))),
+            ]
+        lines.append(line)
+    return markdown_table(header, lines, align="rllr" + "r" * (2 * len(names)))
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({part / whole:.0%})" if whole else "–"
 
 
 def floors(found: Sequence[Group]) -> list[Floor]:
@@ -344,6 +393,8 @@ def main() -> None:
         return
     found, items = measure(args.shared)
     print(table(found))
+    print()
+    print(recoverable_table(found))
     labels = json.loads(LABELS.read_text()) if LABELS.is_file() else {}
     facts, judged, unjudged = precision(items, labels)
     share = f"{facts / judged:.1%}" if judged else "–"

@@ -283,7 +283,7 @@ def test_the_terminal_and_the_reports_end_with_the_recommendation(tmp_path: Path
     )
     assert start > lines.index(
         "| strategy | cases | errors | infeasible | within budget "
-        "| gold recall | extracted recall | after/before | tokens after "
+        "| gold recall | recoverable | extracted recall | after/before | tokens after "
         "| summary tokens | latency (s) |"
     )
     assert "[[models]]" in lines[start:] and f'policy = "{policy}"' in lines[start:]

@@ -94,13 +94,19 @@ def test_offline_strategies_on_the_shipped_dataset_write_the_four_outputs(tmp_pa
     mechanical = [row for row in rows if row.strategy in ("masking", "truncate", "ledger-only")]
     assert all(row.met_budget and row.gold is not None for row in mechanical)
     assert all(row.calls == [] for row in rows)
+    for row in mechanical:  # recoverable recall is over exactly the gold facts missed
+        assert row.gold is not None and row.recoverable is not None
+        assert row.recoverable.total == len(row.gold.missed)
 
     report = json.loads((out / "report.json").read_text())
     labels = {entry["label"] for entry in report["strategies"]}
     assert {"masking", "truncate", "ledger-only"} <= labels
     assert len(report["cases"]) == len(rows)
     markdown = (out / "report.md").read_text()
-    assert "| strategy | cases | errors | infeasible | within budget | gold recall |" in markdown
+    assert (
+        "| strategy | cases | errors | infeasible | within budget | gold recall | recoverable |"
+        in markdown
+    )
     assert "## Missed gold facts by kind" in markdown
     page = (out / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 2

@@ -24,6 +24,7 @@ from .dataset import Case
 from .metrics import compression_ratio, context_text, extracted_fact_recall, gold_fact_recall
 from .probes import Graded, accuracy, grade_probes, probe_results
 from .records import DEFAULT_MAX_SUMMARY_TOKENS, ResultRow, RowKey
+from .recoverable import recoverable_recall
 
 DEFAULT_AGENT_MODEL = "gpt-4o"
 """Counts and prices a case that names no model when the run names none either."""
@@ -175,7 +176,12 @@ class Evaluator:
         if failed_calls:
             update |= {"status": "error", "error": f"model call failed: {failed_calls[0]}"}
             return row.model_copy(update=update)
-        update["gold"] = gold_fact_recall(context_text(compaction.messages), case.facts)
+        gold = gold_fact_recall(context_text(compaction.messages), case.facts)
+        missed = {fact.id for fact in gold.missed}
+        update["gold"] = gold
+        update["recoverable"] = recoverable_recall(
+            case.messages, compaction.messages, [f for f in case.facts if f.id in missed]
+        )
         update["extracted"] = extracted_fact_recall(case.messages, compaction.messages)
         if self.probing and case.probes:
             update |= self._probes(case, compaction.messages, model)

@@ -163,6 +163,9 @@ class StrategyAggregate(BaseModel):
     met_budget: int
     """Rows whose compacted context fits the budget."""
     gold_recall: float | None
+    recoverable_recall: float | None = None
+    """Mean share of the missed gold facts one recall search gives back (``recoverable``), over
+    the rows that missed some."""
     extracted_recall: float | None
     compression_ratio: float | None
     tokens_after: float | None
@@ -272,6 +275,9 @@ def aggregate(
                 infeasible=sum(1 for row in group if row.status == "infeasible"),
                 met_budget=sum(1 for row in ok if row.met_budget),
                 gold_recall=mean(row.gold.recall if row.gold else None for row in ok),
+                recoverable_recall=mean(
+                    row.recoverable.recall if row.recoverable else None for row in ok
+                ),
                 extracted_recall=mean(
                     row.extracted.recall if row.extracted else None for row in ok
                 ),

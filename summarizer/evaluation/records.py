@@ -108,6 +108,9 @@ class ResultRow(BaseModel):
     next_reusable_prefix_tokens: int = 0
     """Leading tokens of the compacted request unchanged from the original (tools included)."""
     gold: FactRecall | None = None
+    recoverable: FactRecall | None = None
+    """Of the gold facts ``gold`` missed, how many one recall search gives back from the
+    replaced messages (``recoverable``); None in rows written before it was measured."""
     extracted: FactRecall | None = None
     calls: list[ModelCall] = Field(default_factory=list)
     failure: str | None = None

@@ -99,6 +99,7 @@ def report_data(
                 "summary_tokens": row.summary_tokens,
                 "gold_recall": row.gold.recall if row.gold else None,
                 "missed_gold": [m.model_dump() for m in row.gold.missed] if row.gold else [],
+                "recoverable_recall": row.recoverable.recall if row.recoverable else None,
                 "extracted_recall": row.extracted.recall if row.extracted else None,
                 "cost_usd": row_cost(row, prices) if priced else None,
                 "latency_s": row.latency_s,

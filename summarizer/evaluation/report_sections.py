@@ -63,12 +63,14 @@ def runs_cell(a: StrategyAggregate) -> str:
 
 
 def strategy_table(aggregates: Sequence[StrategyAggregate]) -> Table:
-    """One line per strategy: recall, compression, tokens, latency; cost when a priced model made
-    calls, probes when they ran, gold recall over runs with ``--repeat``."""
+    """One line per strategy: gold recall and recoverable recall (of the gold facts missed, the
+    share one recall search gives back), compression, tokens, latency; cost when a priced model
+    made calls, probes when they ran, gold recall over runs with ``--repeat``."""
     probes = any(a.probe_accuracy is not None for a in aggregates)
     costs = any(a.cost_usd is not None for a in aggregates)
     runs = repeated(aggregates)
     headers = ["strategy", "cases", "errors", "infeasible", "within budget", "gold recall"]
+    headers.append("recoverable")
     if runs:
         headers.append("gold recall over runs: min / median / max")
     headers += ["extracted recall", "after/before", "tokens after", "summary tokens"]
@@ -85,6 +87,7 @@ def strategy_table(aggregates: Sequence[StrategyAggregate]) -> Table:
             str(a.infeasible),
             f"{a.met_budget}/{a.rows}",
             pct(a.gold_recall),
+            pct(a.recoverable_recall),
         ]
         line += [runs_cell(a)] if runs else []
         line += [
