@@ -24,6 +24,17 @@ def summarize(call: SummarizeCall) -> SummaryOutcome:
     return SummaryOutcome(text="## Task and constraints\nthe task\n## Current state\nworking")
 
 
+def small_context(window: int) -> ContextManager:
+    """A manager for ``window`` with small reply, summary and ledger allowances."""
+    return ContextManager(
+        summarizer=summarize,
+        context_window=window,
+        reserve_output_tokens=200,
+        max_summary_tokens=200,
+        ledger_max_tokens=100,
+    )
+
+
 def assert_valid_conversation(messages: list[dict[str, Any]]) -> None:
     validate_messages(messages)
     for unit in group_units(messages):
@@ -39,13 +50,7 @@ def assert_valid_conversation(messages: list[dict[str, Any]]) -> None:
 def test_compacted_requests_are_valid_and_within_budget(
     messages: list[dict[str, Any]], window: int
 ) -> None:
-    context = ContextManager(
-        summarizer=summarize,
-        context_window=window,
-        reserve_output_tokens=200,
-        max_summary_tokens=200,
-        ledger_max_tokens=100,
-    )
+    context = small_context(window)
     try:
         result = context.prepare(messages, model="gpt-4o")
     except BudgetExceeded:
@@ -89,13 +94,7 @@ def test_growing_conversation_is_append_only_between_compactions() -> None:
 def test_replaced_names_every_raw_message_not_sent_as_it_is(
     messages: list[dict[str, Any]], window: int
 ) -> None:
-    context = ContextManager(
-        summarizer=summarize,
-        context_window=window,
-        reserve_output_tokens=200,
-        max_summary_tokens=200,
-        ledger_max_tokens=100,
-    )
+    context = small_context(window)
     try:
         result = context.prepare(messages, model="gpt-4o")
     except BudgetExceeded:
