@@ -1042,7 +1042,9 @@ def access_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "summarizer.access"]
 
 
-def test_access_log_line_has_the_path_without_its_query(caplog: pytest.LogCaptureFixture) -> None:
+def test_access_log_line_has_the_target_with_its_credentials_redacted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.INFO, logger="summarizer.access")
 
     async def handler(scope: Scope, receive: Receive, send: Send) -> None:
@@ -1052,16 +1054,16 @@ def test_access_log_line_has_the_path_without_its_query(caplog: pytest.LogCaptur
 
     with serving(asgi(handler), access_log=True) as served:
         with Raw(served.port) as raw:
-            raw.send(request("GET", "/v1/models?key=SECRET&x=1"))
+            raw.send(request("GET", "/v1/models?key=SECRET&alt=sse"))
             assert raw.answer().status == 200
-            raw.send(request("POST", "/fail?api_key=SECRET", b"{}"))
+            raw.send(request("POST", "/fail?API_KEY=SECRET&%74oken=SECRET&x", b"{}"))
             assert raw.answer().status == 500
             port = raw.sock.getsockname()[1]
         wait_until(lambda: len(access_lines(caplog)) == 2)
     lines = access_lines(caplog)
     assert lines == [
-        f'127.0.0.1:{port} - "GET /v1/models HTTP/1.1" 200',
-        f'127.0.0.1:{port} - "POST /fail HTTP/1.1" 500',
+        f'127.0.0.1:{port} - "GET /v1/models?key=[redacted]&alt=sse HTTP/1.1" 200',
+        f'127.0.0.1:{port} - "POST /fail?API_KEY=[redacted]&%74oken=[redacted]&x HTTP/1.1" 500',
     ]
     assert "SECRET" not in caplog.text
     assert all("SECRET" not in repr(r.args) for r in caplog.records)

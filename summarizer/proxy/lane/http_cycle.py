@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 from starlette.types import ASGIApp, Message
 
@@ -232,22 +233,43 @@ class Cycle:
         return b"".join(lines)
 
     def _log(self) -> None:
-        """The access log's line, as uvicorn wrote it: the path as sent, without its query
-        (which may carry a key)."""
+        """The access log's line, as uvicorn wrote it: the target as sent, the values of its
+        credential parameters (``key``, ``api_key``, ``token``...) replaced (``logged_query``)."""
         if not self.connection.server.access_log or not access_logger.isEnabledFor(logging.INFO):
             return
         scope = self.request.scope
         client = scope["client"]
         where = f"{client[0]}:{client[1]}" if client else "-"
-        path = scope["raw_path"].decode("latin-1")
+        target = scope["raw_path"].decode("latin-1")
+        if scope["query_string"]:
+            target += "?" + logged_query(scope["query_string"])
         access_logger.info(
             '%s - "%s %s HTTP/%s" %d',
             where,
             scope["method"],
-            path,
+            target,
             scope["http_version"],
             self.status,
         )
+
+
+CREDENTIAL_PARAMETERS = frozenset(
+    {"key", "api-key", "api_key", "apikey", "token", "access_token", "auth", "password", "secret"}
+)
+"""Query parameters whose values the access log never shows (Gemini's API takes ``?key=``)."""
+
+
+def logged_query(query: bytes) -> str:
+    """``query`` as the access log shows it: each credential parameter's value replaced by
+    ``[redacted]``, every other parameter as sent."""
+    shown = []
+    for pair in query.decode("latin-1").split("&"):
+        name, equals, _ = pair.partition("=")
+        if unquote(name).strip().lower() in CREDENTIAL_PARAMETERS:
+            shown.append(f"{name}{equals}[redacted]")
+        else:
+            shown.append(pair)
+    return "&".join(shown)
 
 
 def plain_refusal(path: str, status: int, message: str) -> bytes:
