@@ -3,6 +3,7 @@ loop over a ``CodingSession``, and readers of what the test upstream received.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from google import genai
@@ -110,7 +111,7 @@ def gemini_requests(upstream: TestUpstream, *, summary: bool = False) -> list[Re
     return [r for r in upstream.requests if r.api == "gemini" and r.is_summary == summary]
 
 
-def is_summary_content(content: dict[str, Any]) -> bool:
+def is_summary_content(content: Mapping[str, Any]) -> bool:
     """Whether a Gemini content is a summary the proxy wrote."""
     text = "".join(part.get("text", "") for part in content["parts"])
     return is_proxy_summary({"role": content["role"], "content": text})

@@ -25,7 +25,7 @@ one summary placed in that run's place, and no summary stands where nothing is m
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -181,13 +181,20 @@ def check_valid_conversation(sent: Sequence[Message]) -> None:
         i += 1
 
 
-def place_messages(raw: Sequence[Message], sent: Sequence[Message]) -> list[Placed]:
+def place_messages(
+    raw: Sequence[Message],
+    sent: Sequence[Message],
+    *,
+    summary: Callable[[Message], bool] = is_summary,
+    replacement: Callable[[Message, Message], bool] = is_replacement_of,
+) -> list[Placed]:
     """Map each message of ``sent`` to the raw message it is, in raw order.
 
     Rules: *belongs to this conversation* (each is verbatim, a replaced tool output, or a
     summary) and *raw order* (the raw indices of the kept ones strictly increase). Verbatim
     means equal to the raw message at that index of *this* conversation, so a message of a
-    forked sibling or of another tenant does not belong.
+    forked sibling or of another tenant does not belong. ``summary`` and ``replacement`` say
+    what a summary and a replaced output are (another API's: Gemini's contents).
     """
     candidates: list[tuple[int, Literal["verbatim", "replaced", "summary"], list[int]]] = []
     for k, message in enumerate(sent):
@@ -195,11 +202,11 @@ def place_messages(raw: Sequence[Message], sent: Sequence[Message]) -> list[Plac
         if same:
             candidates.append((k, "verbatim", same))
             continue
-        replaced = [j for j, original in enumerate(raw) if is_replacement_of(message, original)]
+        replaced = [j for j, original in enumerate(raw) if replacement(message, original)]
         if replaced:
             candidates.append((k, "replaced", replaced))
             continue
-        if is_summary(message):
+        if summary(message):
             candidates.append((k, "summary", []))
             continue
         raise fail(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from summarizer import BudgetExceeded, ContextManager
 from summarizer.core.messages import group_units, tool_call_ids, validate_messages
-from summarizer.core.results import SummarizeCall, SummaryOutcome
+from summarizer.core.results import PrepareResult, SummarizeCall, SummaryOutcome
 
 from .test_planner import conversations
 
@@ -35,6 +35,14 @@ def small_context(window: int) -> ContextManager:
     )
 
 
+def prepared(context: ContextManager, messages: list[dict[str, Any]]) -> PrepareResult | None:
+    """``context.prepare(messages)``, or None when no request of it fits the window."""
+    try:
+        return context.prepare(messages, model="gpt-4o")
+    except BudgetExceeded:
+        return None
+
+
 def assert_valid_conversation(messages: list[dict[str, Any]]) -> None:
     validate_messages(messages)
     for unit in group_units(messages):
@@ -51,9 +59,8 @@ def test_compacted_requests_are_valid_and_within_budget(
     messages: list[dict[str, Any]], window: int
 ) -> None:
     context = small_context(window)
-    try:
-        result = context.prepare(messages, model="gpt-4o")
-    except BudgetExceeded:
+    result = prepared(context, messages)
+    if result is None:
         return
     sent = result.messages
     assert_valid_conversation(sent)
@@ -95,9 +102,8 @@ def test_replaced_names_every_raw_message_not_sent_as_it_is(
     messages: list[dict[str, Any]], window: int
 ) -> None:
     context = small_context(window)
-    try:
-        result = context.prepare(messages, model="gpt-4o")
-    except BudgetExceeded:
+    result = prepared(context, messages)
+    if result is None:
         return
     replaced = {i for start, end in result.replaced for i in range(start, end)}
     sent = {id(m) for m in result.messages}

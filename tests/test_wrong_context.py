@@ -22,6 +22,7 @@ from summarizer.stores import SQLiteStore
 from summarizer.testing import Fault, RoutingResponder, TestUpstream, echo_responder
 
 from .conftest import ProxyFactory, tool_turn
+from .invariants import check_gaps_summarized, check_valid_conversation, place_messages
 from .test_proxy import KEY_A, KEY_B, MODEL, TOOLS, chat_requests, long_history
 
 SUMMARY_OPENING = "[Context summary]"
@@ -49,41 +50,12 @@ def is_summary(message: dict[str, Any]) -> bool:
 def check_belongs_and_in_order(raw: list[dict[str, Any]], sent: list[dict[str, Any]]) -> None:
     """Every sent message is this conversation's own (at its own index), in raw order; every
     run of raw messages left out has a summary standing exactly where it was; every tool
-    message answers the assistant message right before its group."""
-    position = -1
-    pending_gap = False
-    for message in sent:
-        if is_summary(message):
-            pending_gap = True
-            continue
-        index = next(
-            (
-                i
-                for i in range(position + 1, len(raw))
-                if raw[i] == message
-                or (
-                    message.get("role") == "tool"
-                    and raw[i].get("tool_call_id") == message.get("tool_call_id")
-                    and raw[i].get("role") == "tool"
-                )
-            ),
-            None,
-        )
-        assert index is not None, f"{message!r:.120} is not this conversation's, or out of order"
-        gap = index - position - 1
-        assert (gap > 0) == pending_gap, f"raw {position + 1}..{index - 1}: gap and summary differ"
-        position, pending_gap = index, False
-    assert position == len(raw) - 1 and not pending_gap, "the conversation's end was not sent"
-    calls: set[str] = set()
-    for message in sent:
-        if message.get("role") == "tool":
-            assert message["tool_call_id"] in calls, (
-                f"tool message without its call: {message!r:.80}"
-            )
-        elif message.get("tool_calls"):
-            calls = {call["id"] for call in message["tool_calls"]}
-        else:
-            calls = set()
+    message answers the assistant message right before its group (``invariants``); the
+    conversation's last message is sent."""
+    placed = place_messages(raw, sent)
+    check_gaps_summarized(raw, placed)
+    check_valid_conversation(sent)
+    assert placed and placed[-1].raw_index == len(raw) - 1, "the conversation's end was not sent"
 
 
 # -- 1. forked conversations ----------------------------------------------------------------------

@@ -6,7 +6,7 @@ proxy, the real ``google-genai`` SDK over real HTTP, the test upstream's Gemini 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -25,6 +25,7 @@ from .gemini_support import (
     is_summary_content,
     pairs_intact,
 )
+from .invariants import check_gaps_summarized, place_messages
 
 WINDOW = 16_000
 SYSTEM = "You are a careful coding agent."
@@ -118,7 +119,7 @@ def summaries(upstream: TestUpstream) -> list[RecordedRequest]:
     return gemini_requests(upstream, summary=True)
 
 
-def outputs(content: dict[str, Any]) -> list[tuple[str, str]]:
+def outputs(content: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The (name, output) of each function response of a content."""
     return [
         (part["functionResponse"]["name"], str(part["functionResponse"]["response"].get("output")))
@@ -127,7 +128,7 @@ def outputs(content: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def shortened_from(sent: dict[str, Any], own: dict[str, Any]) -> bool:
+def shortened_from(sent: Mapping[str, Any], own: Mapping[str, Any]) -> bool:
     """Whether ``sent`` is the client's function response content ``own`` with its outputs cut
     (each to its head and tail: the first line, which names its conversation, kept)."""
     mine, theirs = outputs(own), outputs(sent)
@@ -140,24 +141,10 @@ def shortened_from(sent: dict[str, Any], own: dict[str, Any]) -> bool:
 def check_own_and_in_order(contents: list[dict[str, Any]], sent: list[dict[str, Any]]) -> None:
     """Every content sent is this conversation's own, in its order (function responses as sent
     or shortened in place); a summary stands exactly where contents were left out; the
-    conversation's latest content goes last."""
-    position, gap = -1, False
-    for content in sent:
-        if is_summary_content(content):
-            gap = True
-            continue
-        index = next(
-            (
-                i
-                for i in range(position + 1, len(contents))
-                if contents[i] == content or shortened_from(content, contents[i])
-            ),
-            None,
-        )
-        assert index is not None, f"{content!r:.120} is not this conversation's, or out of order"
-        assert (index > position + 1) == gap, f"{position + 1}..{index - 1}: gap and summary differ"
-        position, gap = index, False
-    assert position == len(contents) - 1 and sent[-1] == contents[-1]
+    conversation's latest content goes last (``invariants``, on Gemini's contents)."""
+    placed = place_messages(contents, sent, summary=is_summary_content, replacement=shortened_from)
+    check_gaps_summarized(contents, placed)
+    assert sent[-1] == contents[-1], "the conversation's latest content was not sent last"
 
 
 def test_a_gemini_fork_never_gets_its_siblings_rewrite(
