@@ -103,7 +103,9 @@ def chat_requests(upstream: TestUpstream, *, summary: bool | None = None) -> lis
 def test_a_long_tool_session_through_the_proxy_compacts_and_stays_inside_the_window() -> None:
     stats = run_coding_session(turns=110, context_window=16_000, model=MODEL, via="proxy")
     assert stats.compactions >= 5
-    assert stats.summary_requests == stats.compactions
+    # Each compaction is one summary request; a draft begun ahead of time near the end may
+    # have sent its request before the session ended, its compaction never due.
+    assert stats.compactions <= stats.summary_requests <= stats.compactions + 1
     assert stats.largest_prompt_tokens <= 16_000
     assert stats.append_only_pairs == stats.consecutive_pairs - stats.compaction_boundaries
     assert stats.summary_prefix_shared == stats.summary_requests

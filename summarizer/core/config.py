@@ -191,6 +191,13 @@ class CompactionConfig(ConfigurationModel):
             "output limit capped at a quarter of the window",
         ),
     ] = Field(default=None, ge=0, description="Room kept for the reply, in tokens.")
+    recall: Annotated[bool, Setting(per_model=True)] = Field(
+        default=True,
+        description="Once a conversation has a compaction, offer the model the recall tool "
+        "(each summary lists the spans it replaced; the tool reads them back exactly).",
+    )
+    """Where the caller runs the tool loop (the proxy, ``wrap``). Off, or never compacted: the
+    requests go out with the agent's own tools alone."""
     pin: tuple[PinRule, ...] = ()
     """Rules that keep messages verbatim."""
     summary_model: Annotated[

@@ -43,6 +43,10 @@ class Turn:
     compact_threshold: int | None = None
     """A client's own trigger for this request (the Responses API's ``context_management``
     ``compact_threshold``): compaction is due past it even below the configured trigger."""
+    recall: str | None = None
+    """The recall tool's name when the caller offers the tool once the conversation has a
+    compaction (``core.recall_tool``): its definition counts in the budget and each summary
+    lists the span it replaced under it. None: recall is off."""
     secrets: Sequence[str] = field(default=(), repr=False)
     """Keys to keep out of the checkpoints this turn writes (the request's own credential, the
     server's upstream keys): redacted there, with credential-shaped strings (``redaction``)."""

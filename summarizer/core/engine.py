@@ -41,6 +41,7 @@ from .effects import Effects, FindCheckpoint, Found, RecordUsage, Turn
 from .located import Draft, Located, SeenView, SessionMemo, extends, view_of
 from .messages import Message, validate_messages
 from .prompt_set import PromptSet
+from .recall_tool import chat_definition
 from .results import CompactionEvent, PrepareResult, Trigger
 from .tokens import REPLY_PRIMING_TOKENS, Calibration, TokenCounter
 
@@ -122,6 +123,8 @@ class ContextEngine:
             memo = SessionMemo(best, len(chain), chain[-1], found.generation, seen)
             self.remember(turn.namespace, session, memo)
         fixed = counter.count_tools(turn.tools) + REPLY_PRIMING_TOKENS
+        if turn.recall is not None:  # counted whether or not it is offered yet: never short
+            fixed += counter.count_tools([chat_definition(turn.recall, self.prompts)])
         raw_tokens = fixed + counted
         return Located(
             session=session,
@@ -140,6 +143,7 @@ class ContextEngine:
             raw_tokens=raw_tokens,
             calibrated_tokens=self.calibration.apply(turn.model, raw_tokens, turn.namespace),
             generation=found.generation,
+            recall=turn.recall,
             secrets=turn.secrets,
         )
 

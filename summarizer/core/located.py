@@ -40,6 +40,8 @@ class Located:
     calibrated_tokens: int
     generation: int | None
     """The store's generation when the checkpoint was looked up (None: unknown)."""
+    recall: str | None = None
+    """The turn's ``recall``: the tool the summaries drafted for it name their spans under."""
     secrets: Sequence[str] = field(default=(), repr=False)
     """The turn's ``secrets``: redacted from any checkpoint drafted for it."""
 

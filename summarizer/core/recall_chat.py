@@ -7,25 +7,16 @@ Pure: bodies in, bodies out; nothing here sends anything.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .recall_chat_stream import ChatStream
+from .recall_codec import Held, RecallStream, ToolCall
 from .recall_tool import RecallTool
 
 _KEPT_FIELDS = ("role", "content", "tool_calls")
 """What of an answer's message goes back into the conversation (not ``refusal: null``,
 ``annotations``, ``audio`` or a provider's reasoning fields, which a request does not take)."""
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One function call of an answer: its id, its function's name and its arguments (JSON
-    text, as sent)."""
-
-    id: str
-    name: str
-    arguments: str
 
 
 def offered(body: Mapping[str, Any], tool: RecallTool) -> dict[str, Any]:
@@ -111,9 +102,97 @@ def without(completion: Mapping[str, Any], name: str) -> dict[str, Any]:
     return out
 
 
+def spliced(
+    body: Mapping[str, Any], find: Callable[[tuple[str, ...]], Held | None]
+) -> dict[str, Any] | None:
+    """``body`` with each held recall exchange put back: the assistant message whose tool call
+    ids are a held key gets the recall calls back (in the answer's order; the agent's calls are
+    the client's own objects) and their tool messages follow it. None when nothing changed."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    out: list[Any] = []
+    changed = False
+    for message in messages:
+        held = _held_for(message, find)
+        if held is None:
+            out.append(message)
+            continue
+        assert isinstance(message, Mapping)
+        own = {call["id"]: call for call in message["tool_calls"]}
+        original = (_message(held.answer) or {}).get("tool_calls") or []
+        merged = [own.get(call.get("id"), call) for call in original if isinstance(call, Mapping)]
+        out.append({**message, "tool_calls": merged})
+        out.extend(
+            {"role": "tool", "tool_call_id": ident, "content": text} for ident, text in held.results
+        )
+        changed = True
+    return {**body, "messages": out} if changed else None
+
+
+def _held_for(message: Any, find: Callable[[tuple[str, ...]], Held | None]) -> Held | None:
+    """The held exchange of an assistant message whose recall calls were taken out, if any."""
+    if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        return None
+    tool_calls = message.get("tool_calls")
+    if not isinstance(tool_calls, list) or not tool_calls:
+        return None
+    if not all(
+        isinstance(call, Mapping) and isinstance(call.get("id"), str) for call in tool_calls
+    ):
+        return None
+    held = find(tuple(call["id"] for call in tool_calls))
+    if held is None or any(call["id"] in dict(held.results) for call in tool_calls):
+        return None
+    return held
+
+
 def _message(completion: Mapping[str, Any]) -> Mapping[str, Any] | None:
     choices = completion.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
         return None
     message = choices[0].get("message")
     return message if isinstance(message, Mapping) else None
+
+
+class ChatRecall:
+    """The recall tool on chat completions (``RecallCodec``)."""
+
+    def may_offer(self, body: Mapping[str, Any]) -> bool:
+        """See ``may_offer``."""
+        return may_offer(body)
+
+    def offered(self, body: Mapping[str, Any], tool: RecallTool) -> dict[str, Any]:
+        """See ``offered``."""
+        return offered(body, tool)
+
+    def calls(self, answer: Mapping[str, Any]) -> list[ToolCall]:
+        """See ``calls``."""
+        return calls(answer)
+
+    def continued(
+        self,
+        body: Mapping[str, Any],
+        answer: Mapping[str, Any],
+        results: Sequence[tuple[str, str]],
+    ) -> dict[str, Any]:
+        """See ``continued``."""
+        return continued(body, answer, results)
+
+    def without(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
+        """See ``without``."""
+        return without(answer, name)
+
+    def spliced(
+        self, body: Mapping[str, Any], find: Callable[[tuple[str, ...]], Held | None]
+    ) -> dict[str, Any] | None:
+        """See ``spliced``."""
+        return spliced(body, find)
+
+    def stream(self, after: RecallStream | None) -> RecallStream:
+        """A streamed round's reader (``ChatStream``)."""
+        return ChatStream(after if isinstance(after, ChatStream) else None)
+
+
+CHAT = ChatRecall()
+"""The chat completions codec of the recall loop."""

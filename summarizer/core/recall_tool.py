@@ -74,6 +74,37 @@ def recall_tool(prompts: PromptSet, taken: Iterable[str]) -> RecallTool | None:
     return RecallTool(name, prompts.recall_tool, PARAMETERS)
 
 
+def chat_definition(name: str, prompts: PromptSet) -> dict[str, Any]:
+    """The tool named ``name`` as chat completions define a function (the shape the engine
+    counts tool definitions in, whatever the API)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": prompts.recall_tool,
+            "parameters": json.loads(json.dumps(PARAMETERS)),
+        },
+    }
+
+
+def tool_names(tools: Iterable[Any] | None) -> set[str]:
+    """The names of the agent's own tools, in any API's shape (``name``, ``function.name``,
+    Gemini's ``functionDeclarations``): the names the recall tool must not take."""
+    names: set[str] = set()
+    for tool in tools or ():
+        if not isinstance(tool, Mapping):
+            continue
+        function = tool.get("function")
+        for holder in (tool, function if isinstance(function, Mapping) else {}):
+            if isinstance(holder.get("name"), str):
+                names.add(holder["name"])
+        for key in ("functionDeclarations", "function_declarations"):
+            for declaration in tool.get(key) or ():
+                if isinstance(declaration, Mapping) and isinstance(declaration.get("name"), str):
+                    names.add(declaration["name"])
+    return names
+
+
 def index_text(
     prompts: PromptSet, tool: str, spans: Sequence[Span], raw: Sequence[Mapping[str, Any]]
 ) -> str:

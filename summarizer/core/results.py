@@ -28,6 +28,11 @@ class SummarizeCall(BaseModel):
 
     body: SkipValidation[dict[str, Any]]
     attempt: Literal["first", "strict"] = "first"
+    recall: SkipValidation[Any] = None
+    """The recall tool (a ``recall_tool.RecallTool``) when the conversation's requests are
+    offered it: a driver that builds its API's body from the client's own request (not from
+    ``body``, whose ``tools`` has it already) offers it too, so the provider's cached prefix of
+    the live requests covers the summary request."""
 
 
 class SummaryOutcome(BaseModel):

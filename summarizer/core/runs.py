@@ -13,6 +13,7 @@ from .located import Located
 from .messages import content_text, first_index
 from .planner import Plan, ViewItem
 from .prompt_set import PromptSet
+from .recall_tool import PARAMETERS, RecallTool, chat_definition
 from .results import MODEL_FREE_POLICIES, SummarizeCall, SummaryOutcome
 from .summaries import (
     FRAME_TOKENS,
@@ -51,6 +52,10 @@ def summarize_runs(
     cap_key = summary_cap_key(config, located.request)
     first_user = first_index(located.messages, "user")
     previous = located.checkpoint
+    offered = None
+    if located.recall is not None and previous is not None and previous.replaced():
+        # The requests it stood on were offered the tool: so is the summary request.
+        offered = RecallTool(located.recall, prompts.recall_tool, PARAMETERS)
     done: list[RunSummary] = []
     compacted: list[ViewItem] = []  # the view so far, earlier runs replaced
     position = 0
@@ -76,7 +81,9 @@ def summarize_runs(
             compacted=(with_run, range(start, len(with_run))) if done else None,
             previous_facts=folded,
             model=located.model,
-            tools=located.tools,
+            tools=[*(located.tools or ()), chat_definition(located.recall, prompts)]
+            if offered is not None and located.recall is not None
+            else located.tools,
             fixed_tokens=located.fixed_tokens,
             window_tokens=window,
             ratio=ratio,
@@ -85,6 +92,8 @@ def summarize_runs(
             cap_key=cap_key,
             session=located.session,
             prompts=prompts,
+            recall=located.recall,
+            recall_offered=offered,
         )
         if model_free:
             summary = ledger_run(request, counter=located.counter)

@@ -19,7 +19,9 @@ from .facts import Fact, merge_ledger, rank_facts, render_ledger, score_summary
 from .messages import INSTRUCTION_ROLES, Message, message_text
 from .planner import ViewItem, summary_request_end
 from .prompt_set import PromptSet
+from .recall_tool import RecallTool, index_text
 from .results import SummarizeCall, SummaryOutcome
+from .spans import spans_of
 from .summary_checks import PROBLEM_TEXT, Problem, SummarySource, summary_problem
 from .summary_request import build_summary_request, strict_instruction, summary_message
 from .tokens import TokenCounter
@@ -57,6 +59,11 @@ class RunRequest:
     cap_key: str
     session: str
     prompts: PromptSet
+    recall: str | None = None
+    """The recall tool's name: the summary lists the span it replaces under it (None: off)."""
+    recall_offered: RecallTool | None = None
+    """The tool, when the conversation's requests are offered it already (they stand on a
+    compaction): the summary request offers it too (``tools`` has it), for the cached prefix."""
 
 
 Verdict = Literal["accepted", "repaired", "replaced"]
@@ -212,10 +219,16 @@ def _slot(
 ) -> Slot:
     """The slot standing for the run: ``text`` and the ledger in ``frame``."""
     view, run = request.view, request.run
+    start, end = view[run.start].raw_range[0], view[run.stop - 1].raw_range[1]
+    message = summary_message(text, render_ledger(facts), frame)
+    if request.recall is not None:
+        spans = spans_of([(start, end)], request.raw)
+        index = index_text(request.prompts, request.recall, spans, request.raw)
+        message = {**message, "content": f"{message['content']}\n\n{index}"}
     return Slot(
-        start=view[run.start].raw_range[0],
-        end=view[run.stop - 1].raw_range[1],
-        message=summary_message(text, render_ledger(facts), frame),
+        start=start,
+        end=end,
+        message=message,
         summary=text,
         ledger=[f.model_dump() for f in facts],
         score=score,
@@ -283,7 +296,8 @@ def _ask(
         instruction=instruction,
         task=next((message_text(m) for m in prefix if m.get("role") == "user"), None),
     )
-    first = _judge((yield SummarizeCall(body=body)), facts, counter, cap, source)
+    offered = request.recall_offered
+    first = _judge((yield SummarizeCall(body=body, recall=offered)), facts, counter, cap, source)
     _warn_if_cap_ignored(first.outcome, cap, request.cap_key)
     minimum = config.min_summary_score
     if first.good(minimum):
@@ -315,7 +329,7 @@ def _ask(
         # An echo of either instruction is an echo.
         strict_source = replace(source, instruction=f"{instruction}\n{strict}")
         second = _judge(
-            (yield SummarizeCall(body=retry_body, attempt="strict")),
+            (yield SummarizeCall(body=retry_body, attempt="strict", recall=offered)),
             facts,
             counter,
             cap,

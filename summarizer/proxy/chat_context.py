@@ -8,6 +8,7 @@ silently: a warning header, a metric, and one log line per model.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +29,7 @@ from ..core.errors import (
     UnknownModelError,
 )
 from ..core.located import Located
+from ..core.recall_tool import recall_tool, tool_names
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
 from .answers import usable_usage, usage_figures
 from .errors import ProxyError, store_unavailable
@@ -135,8 +137,35 @@ class ChatContext:
         """The keys nothing stored for this request may hold: its credential, the server's."""
 
     def turn(self) -> Turn:
-        """The request as the engine sees it, with the keys its checkpoints must not hold."""
-        return replace(self.chat.turn(), secrets=self.secrets)
+        """The request as the engine sees it, with the keys its checkpoints must not hold and
+        the recall tool's name when it may be offered (``recall_name``)."""
+        turn = self.chat.turn()
+        return replace(turn, secrets=self.secrets, recall=self.recall_name(turn))
+
+    def recall_name(self, turn: Turn) -> str | None:
+        """The recall tool's name for this request (the first of ``TOOL_NAMES`` the agent's
+        tools leave free), or None: its API has no recall codec, its model's ``recall`` is
+        off, or the request's tool choice or candidate count leaves it no room."""
+        codec = self.chat.recall
+        if codec is None or not self.route.context.config.recall:
+            return None
+        if not codec.may_offer(self.chat.body):
+            return None
+        tool = recall_tool(self.route.context.engine.prompts, tool_names(turn.tools))
+        return tool.name if tool is not None else None
+
+    def splice_held(self) -> None:
+        """Put back into the request the recall exchanges held for its conversation (the
+        model called recall beside the agent's tools in an earlier answer), before the engine
+        reads it: ``recall_held``."""
+        codec = self.chat.recall
+        find = self.services.held.finder(self.chat.namespace) if codec is not None else None
+        if codec is None or find is None:
+            return
+        spliced = codec.spliced(self.chat.body, find)
+        if spliced is not None:
+            self.chat.body = spliced
+            self.chat.raw = json.dumps(spliced, ensure_ascii=False).encode()
 
     @property
     def due(self) -> bool:

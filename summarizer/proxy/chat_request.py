@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.effects import Turn
+from ..core.recall_chat import CHAT as RECALL_CHAT
+from ..core.recall_codec import RecallCodec
 from ..core.results import PrepareResult, SummarizeCall
 from . import sse
 from .apis import CHAT, Api
@@ -28,6 +30,7 @@ class ChatRequest(ParsedRequest):
 
     upstream_path: ClassVar[str] = "/chat/completions"
     api: ClassVar[Api] = CHAT
+    recall: ClassVar[RecallCodec | None] = RECALL_CHAT
     by_orjson: bool = False
     """Whether orjson read the whole body (the fast path builds only on such bodies)."""
     remembered: Remembered | None = None

@@ -73,6 +73,7 @@ class Endpoint:
             except ProxyError as failed:
                 return failed.response()
         exchange = Exchange(self.services, parsed, overflowed=handed.get(OVERFLOWED, False))
+        exchange.context.splice_held()  # never on the lane: held turns stand on a checkpoint
         try:
             response = await _exchange(exchange)
         except ProxyError as failed:  # written here, so the activity log notes it too

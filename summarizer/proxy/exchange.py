@@ -21,9 +21,10 @@ from typing import Any, TypeVar
 import httpx2
 from starlette.responses import Response, StreamingResponse
 
+from ..core.recall_loop import RecallLoop
 from ..core.results import Trigger
 from ..library.overflow import OVERFLOW, aretry_on_overflow
-from . import sse
+from . import recall_exchange, sse
 from .answers import (
     broken_off,
     interrupted,
@@ -38,6 +39,7 @@ from .errors import ProxyError, error_event, error_payload
 from .exchange_services import ExchangeServices
 from .headers import decoded_response_headers
 from .managed_request import ManagedRequest, truth_comment
+from .recall_exchange import offered_body, recall_loop
 
 logger = logging.getLogger("summarizer.proxy")
 
@@ -64,6 +66,10 @@ class Exchange:
         self.large = len(chat.raw) > OFFLOAD_BYTES
         self.overhead = Overhead(services.metrics, chat.stream)
         self.context = ChatContext(services, chat, self.overhead)
+        self.loop: RecallLoop | None = None
+        """The recall loop of what was last sent (``recall_exchange``; None: no tool)."""
+        self.recalled: list[str] = []
+        """The spans the model's recall calls quoted, in order."""
 
     async def offloaded(self, work: Callable[[], _T]) -> _T:
         """``work()``, in a worker thread when the body is large."""
@@ -71,14 +77,21 @@ class Exchange:
 
     # -- upstream -----------------------------------------------------------------------------
 
-    async def send(self) -> httpx2.Response:
-        """Send the request upstream (its answer streamed); ``ProxyError`` (a 502 or 504) when
-        the upstream gives none."""
+    async def send(self, content: bytes | None = None) -> httpx2.Response:
+        """Send the request upstream (its answer streamed); ``content``: a recall loop's next
+        body, in place of the request's own (which is then offered the recall tool when its
+        conversation has a compaction). ``ProxyError`` (a 502 or 504) when the upstream gives
+        none."""
         upstream, route = self.services.upstream, self.context.route
+        if content is None:
+            content = await self.offloaded(self.context.outgoing)
+            self.loop = recall_loop(self.context)
+            if self.loop is not None:
+                content = offered_body(self.loop, content)
         request = upstream.http.build_request(
             "POST",
             route.url(self.chat.upstream_path),
-            content=await self.offloaded(self.context.outgoing),
+            content=content,
             headers=[
                 *upstream.forward_headers(
                     self.chat.headers,
@@ -97,7 +110,7 @@ class Exchange:
         finally:
             self.overhead.resume()
 
-    async def _read(self, response: httpx2.Response) -> bytes:
+    async def read(self, response: httpx2.Response) -> bytes:
         """The whole body of an upstream response (not proxy time), then the connection back;
         ``ProxyError`` when the upstream breaks off mid-body."""
         self.overhead.pause()
@@ -112,7 +125,7 @@ class Exchange:
     async def _whole_answer(self, response: httpx2.Response) -> Response:
         """A success answer read whole: relayed (and its usage observed) if it is a JSON
         object, else a 502."""
-        content = await self._read(response)
+        content = await self.read(response)
         return await self.answer(response.status_code, response.headers.items(), content)
 
     async def answer(
@@ -157,7 +170,7 @@ class Exchange:
             response = await self.send()
             if response.is_success:
                 return response, None
-            content = await self._read(response)
+            content = await self.read(response)
             self.services.upstream.errors.labels(str(response.status_code)).inc()
             if self.context.result is not None and is_context_length(response.status_code, content):
                 raise _Overflowed(response, content)
@@ -176,6 +189,8 @@ class Exchange:
         """The whole non-streaming exchange."""
         try:
             response, content = await self.send_with_retry()
+            if content is None and self.loop is not None:
+                return await recall_exchange.whole_answer(self, self.loop, response)
             if content is None:
                 return await self._whole_answer(response)
             headers = decoded_response_headers(response.headers.items())
@@ -198,10 +213,15 @@ class Exchange:
         finally:
             self.overhead.finish()
         return StreamingResponse(
-            self.relay(response.aiter_bytes(), response.aclose),
-            status_code=response.status_code,
-            headers=headers,
+            self.relay_answer(response), status_code=response.status_code, headers=headers
         )
+
+    def relay_answer(self, response: httpx2.Response) -> AsyncIterator[bytes]:
+        """The events of a streamed success answer, through the recall loop when the tool
+        was offered (``recall_exchange.relay``)."""
+        if self.loop is not None:
+            return recall_exchange.relay(self, self.loop, response)
+        return self.relay(response.aiter_bytes(), response.aclose)
 
     async def relay(
         self,
@@ -289,7 +309,7 @@ class Exchange:
         if content is not None:
             yield error_event(upstream_error_payload(response.status_code, content))
             return
-        async for piece in self.relay(response.aiter_bytes(), response.aclose):
+        async for piece in self.relay_answer(response):
             yield piece
 
 

@@ -14,6 +14,7 @@ from .activity_writer import ActivityWriter
 from .compaction_tally import CompactionTally
 from .locator import Locator
 from .metrics import ProxyMetrics
+from .recall_held import HeldRecalls
 from .upstream import Upstream
 
 
@@ -34,5 +35,7 @@ class ExchangeServices:
     """Whether each request's conversation is recorded too (``--record``)."""
     keepalive_interval: float
     """Seconds between SSE keepalives while a streamed request waits."""
+    held: HeldRecalls = field(default_factory=HeldRecalls)
+    """Recall results waiting for their conversation's next request (``recall_held``)."""
     warned_models: set[str] = field(default_factory=set)
     """The models and reasons already warned about as forwarded unmanaged (once each)."""

@@ -97,7 +97,7 @@ class GeminiRequest(ParsedRequest):
     def summarizer(self, upstream: Upstream, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
         """Summary calls as generateContent requests on this conversation, to ``route``'s
         upstream with the client's headers."""
-        return WireSummaryClient(upstream, _SummaryWire(self), route)
+        return WireSummaryClient(upstream, _SummaryWire(self), route, self.recall)
 
     def summary_body(self, chat_body: Mapping[str, Any]) -> dict[str, Any]:
         """The generateContent request for the engine's summary call (``gemini_summary``)."""

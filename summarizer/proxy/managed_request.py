@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..core.effects import Turn
+from ..core.recall_codec import RecallCodec
 from ..core.results import PrepareResult, SummarizeCall
 from . import sse
 from .apis import Api
@@ -35,6 +36,8 @@ class ManagedRequest(Protocol):
     """Its API: the label it is counted and logged under, how an upstream key is sent."""
     rewrites_answers: ClassVar[bool]
     """Whether ``rewrite_answer`` may write a whole answer anew: it is then read exactly."""
+    recall: ClassVar[RecallCodec | None]
+    """The recall tool in this API's shapes (None: the tool is never offered here)."""
     raw: bytes
     body: dict[str, Any]
     model: str
@@ -94,6 +97,7 @@ class ParsedRequest:
     session: str | None
     headers: Any
     rewrites_answers: ClassVar[bool] = False
+    recall: ClassVar[RecallCodec | None] = None
 
     def keep_event(self, event: bytes) -> bool:
         """Whether an event that reported usage is relayed (by default, every one)."""

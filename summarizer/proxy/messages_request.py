@@ -85,7 +85,7 @@ class MessagesRequest(ParsedRequest):
     def summarizer(self, upstream: Upstream, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
         """Summary calls as Messages requests on this conversation, to ``route``'s upstream with
         the client's headers."""
-        return WireSummaryClient(upstream, self, route)
+        return WireSummaryClient(upstream, self, route, self.recall)
 
     def summary_body(self, chat_body: Mapping[str, Any]) -> dict[str, Any]:
         """The Messages request for the engine's summary call (``messages_summary``)."""

@@ -173,6 +173,26 @@ class ProxyMetrics:
             ["outcome"],
             registry=r,
         )
+        self.recall_calls = Counter(
+            "summarizer_recall_calls",
+            "Recall tool calls the proxy answered, by API and by what became of the answer: "
+            "'asked_again' (the model called recall alone and was asked again with the result) "
+            "or 'held' (it called the agent's tools too: the result waits for the next request).",
+            ["api", "outcome"],
+            registry=r,
+        )
+        self.recall_chars = Counter(
+            "summarizer_recall_chars",
+            "Characters of exact raw text the recall tool returned, by API.",
+            ["api"],
+            registry=r,
+        )
+        self.recall_rounds = Counter(
+            "summarizer_recall_rounds",
+            "Times the proxy asked the model again after answering its recall calls, by API.",
+            ["api"],
+            registry=r,
+        )
         self.activity_dropped = Counter(
             "summarizer_activity_dropped",
             "Request records not written to the activity log because its queue was full.",

@@ -101,7 +101,7 @@ class ResponsesRequest(ParsedRequest):
     def summarizer(self, upstream: Upstream, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
         """Summary calls as Responses requests on this conversation, to ``route``'s upstream
         with the client's headers."""
-        return WireSummaryClient(upstream, self, route)
+        return WireSummaryClient(upstream, self, route, self.recall)
 
     def summary_body(self, chat_body: Mapping[str, Any]) -> dict[str, Any]:
         """The client's request (model, instructions, tools, reasoning settings) with the

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import httpx2
 from tenacity import AsyncRetrying, retry_if_exception
 
+from ..core.recall_codec import RecallCodec
 from ..core.results import SummarizeCall, SummaryOutcome
 from ..library.upstream import retry_policy
 
@@ -74,17 +75,29 @@ class WireSummaryClient:
     """Performs ``SummarizeCall``s for one request, in its own API, against its route's
     upstream."""
 
-    def __init__(self, upstream: Upstream, request: SummaryWire, route: ModelRoute) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        request: SummaryWire,
+        route: ModelRoute,
+        recall: RecallCodec | None = None,
+    ) -> None:
         self._upstream = upstream
         self._request = request
         self._route = route
+        self._recall = recall
+        """Offers the recall tool in a summary body when the call says its conversation's
+        requests are offered it (``SummarizeCall.recall``)."""
         self._policy = {**retry_policy(), "retry": retry_if_exception(_retryable)}
 
     async def __call__(self, call: SummarizeCall) -> SummaryOutcome:
         """Perform ``call``; never raises for an upstream failure or an unreadable answer."""
         started = time.monotonic()
         failures: list[str] = []
-        body = json.dumps(self._request.summary_body(call.body)).encode()
+        summary = self._request.summary_body(call.body)
+        if call.recall is not None and self._recall is not None:
+            summary = self._recall.offered(summary, call.recall)
+        body = json.dumps(summary).encode()
         upstream = self._upstream
         headers = [
             *upstream.forward_headers(

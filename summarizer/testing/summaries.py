@@ -36,6 +36,8 @@ _FILE_EXTENSIONS = frozenset(
 _WORD_RE = re.compile(r"[\w./~-]+")
 _ANCHOR_RE = re.compile(r"«(.*?)»", re.DOTALL)
 _TRIM = ".,:;-"
+_SPAN_LIST_RULE = "lines beginning `- span-`"
+_SPAN_LINE_RE = re.compile(r"(?:- )+span-[0-9a-f]{12}: ")
 
 
 def _strings(value: Any) -> Iterable[str]:
@@ -133,7 +135,8 @@ def summary_responder(body: dict[str, Any]) -> Reply:
     ``Decision:`` or ``decided``), ``## Errors and fixes`` (the first 10 lines with ``Error``,
     ``FAILED`` or ``Traceback``) and ``## Open work and next step`` (lines with ``TODO`` or
     ``Next:``). Lines are taken from message text and tool-call arguments; markdown headings are
-    skipped. At most 1,500 tokens.
+    skipped; so are an earlier summary's recall span lines (``- span-...``) when the
+    instruction says to leave them out. At most 1,500 tokens.
 
     Like a model following a stricter retry instruction, it also lists any facts the instruction
     says "must be mentioned: a; b; c" (under ``## Files and identifiers``, when missing) and keeps
@@ -146,6 +149,8 @@ def summary_responder(body: dict[str, Any]) -> Reply:
     state = _current_state(messages)
 
     lines = [line for message in messages for line in _message_lines(message)]
+    if _SPAN_LIST_RULE in instruction:  # as told: an earlier summary's span list is left out
+        lines = [line for line in lines if not _SPAN_LINE_RE.match(line)]
     notes = _dedupe(_clip(line, _NOTE_CHARS) for line in lines if "NOTE:" in line)[:_MAX_NOTES]
     decisions = _dedupe(
         _clip(line, _LINE_CHARS)
