@@ -143,24 +143,30 @@ def test_a_long_session_on_the_anthropic_sdk_is_compacted_and_never_refused(
     assert len(summaries) >= 2
     assert max(r.prompt_tokens or 0 for r in upstream.requests) <= 16_000
     # Between compactions each request extends the one before (append-only, byte for byte
-    # once the moving breakpoints are set aside), and its system and tools never change.
+    # once the moving breakpoints are set aside), and its system and tools never change, but
+    # for the recall tool, added after the agent's own at the first compaction.
     compacted_at = {0}
+    recall_from = []
     for before, after in itertools.pairwise(agents):
         assert after.body["system"] == before.body["system"]
-        assert after.body["tools"] == before.body["tools"]
+        if after.body["tools"] != before.body["tools"]:
+            assert after.body["tools"][:-1] == before.body["tools"]
+            assert after.body["tools"][-1]["name"] == "recall"
+            recall_from.append(agents.index(after))
         old = without_cache_control(before.body["messages"])
         new = without_cache_control(after.body["messages"])
         if new[: len(old)] != old:
             compacted_at.add(agents.index(after))
     assert len(compacted_at) - 1 == len(summaries)
+    assert len(recall_from) == 1 and recall_from[0] == sorted(compacted_at)[1]
     # A summary request is the live conversation plus one user text block, tools off.
     for summary in summaries:
         body = summary.body
         assert body["tool_choice"] == {"type": "none"}
-        assert (
-            body["system"] == agents[0].body["system"] and body["tools"] == agents[0].body["tools"]
-        )
         earlier = [r for r in agents if r.time <= summary.time]
+        # The live requests' tools, the recall tool included once they are offered it.
+        assert body["system"] == agents[0].body["system"]
+        assert body["tools"] == earlier[-1].body["tools"]
         seen = without_cache_control(earlier[-1].body["messages"])
         asked = without_cache_control(body["messages"])
         *conversation, instruction = asked

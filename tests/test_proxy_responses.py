@@ -135,15 +135,22 @@ def test_a_long_stateless_session_is_compacted_and_never_refused(
     assert len(summaries) >= 2
     assert max(r.prompt_tokens or 0 for r in upstream.requests) <= 16_000
     rewritten = 0
+    recall_from = []
     for before, after in itertools.pairwise(agents):
-        for field in ("instructions", "tools", "model", "store", "max_output_tokens"):
+        for field in ("instructions", "model", "store", "max_output_tokens"):
             assert after.body[field] == before.body[field]
         old, new = input_items(before.body), input_items(after.body)
         rewritten += new[: len(old)] != old
+        if after.body["tools"] != before.body["tools"]:  # the recall tool, from a compaction on
+            assert after.body["tools"][:-1] == before.body["tools"]
+            assert after.body["tools"][-1]["name"] == "recall" and new[: len(old)] != old
+            recall_from.append(after)
     assert rewritten == len(summaries)
+    assert len(recall_from) == 1
     for summary in summaries:
         assert summary.body["tool_choice"] == "none" and summary.body["store"] is False
         earlier = [r for r in agents if r.time <= summary.time]
+        assert summary.body["tools"] == earlier[-1].body["tools"]  # the cached prefix's
         seen = input_items(earlier[-1].body)
         *conversation, instruction = input_items(summary.body)
         shorter = min(len(seen), len(conversation))

@@ -6,12 +6,16 @@ request, bounds, a per-model switch, and tenants kept apart."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx2
 import openai
 import pytest
+from typer.testing import CliRunner
 
+from summarizer.cli.main import app
 from summarizer.proxy import ProxyServer
 from summarizer.testing import Reply, ScriptedToolAgent, TestUpstream, ToolCallSpec
 from summarizer.testing.state import RecordedRequest
@@ -244,3 +248,39 @@ def test_off_per_model_and_for_a_forced_tool_choice(
     )
     sent = agent_requests(upstream)[-1].body
     assert tool_names(sent) == ["bash"] and "span-" not in json.dumps(sent)
+
+
+def test_metrics_and_show_say_what_was_recalled(
+    start_proxy: ProxyFactory, upstream: TestUpstream, agent: ScriptedToolAgent, tmp_path: Any
+) -> None:
+    agent.steps = [Reply(tool_calls=[recall("module_2.py")])]
+    proxy = start_proxy(ui=True)
+    raw = client(proxy).chat.completions.with_raw_response.create(
+        model=MODEL, messages=history(), tools=[BASH]
+    )
+    raw.parse()
+    metrics = httpx2.get(proxy.base_url.removesuffix("/v1") + "/metrics").text
+    assert 'summarizer_recall_calls_total{api="chat",outcome="asked_again"} 1.0' in metrics
+    assert 'summarizer_recall_rounds_total{api="chat"} 1.0' in metrics
+    chars = next(
+        line for line in metrics.splitlines() if line.startswith("summarizer_recall_chars_total")
+    )
+    assert float(chars.split()[-1]) > len(NEEDLE)
+
+    session = raw.headers["x-summarizer-session"]
+    sent = agent_requests(upstream)[-1].body["messages"][-1]["content"]
+    span = sent[1 : sent.index(",")]  # "[span-..., message N, tool]"
+    assert span.startswith("span-")
+    store = str(tmp_path / "checkpoints.db")
+    deadline = time.monotonic() + 10
+    while True:  # the activity log is written off the answer's path
+        shown = CliRunner().invoke(app, ["show", session, "--store", store])
+        if "recall:" in shown.output or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert f"recall: 1 calls answered; spans read back (requests): {span} (1)" in shown.output
+    page = f"{proxy.base_url.removesuffix('/v1')}/ui/api/sessions/{session}"
+    view = httpx2.get(page, headers={"authorization": f"Bearer {KEY_A}"}).json()
+    assert view["recall_calls"] == 1 and view["recalled"] == {span: 1}
+    other = httpx2.get(page, headers={"authorization": f"Bearer {KEY_B}"})
+    assert other.status_code == 404  # another tenant does not see what was recalled

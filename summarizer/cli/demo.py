@@ -22,7 +22,7 @@ from ..core.errors import ConfigurationError
 from ..core.messages import canonical_json, message_text
 from ..core.results import CompactionEvent
 from ..library.wrapping import wrap
-from ..testing import ScriptedToolAgent, TestUpstream
+from ..testing import Responder, ScriptedToolAgent, TestUpstream
 from ..testing.scenario import CodingSession
 from .demo_messages import anthropic_tools, conversation, messages_agent, messages_turn, texts
 from .demo_proxy import demo_proxy, session_lookup
@@ -123,14 +123,16 @@ def run_coding_session(
     via: Literal["proxy", "library"] = "proxy",
     on_compaction: Callable[[TurnCompaction], None] | None = None,
     api: Literal["chat", "messages", "responses"] = "chat",
+    model_calls: Callable[[Responder], Responder] | None = None,
     **config: Any,
 ) -> SessionStats:
     """Run a ``turns``-turn tool-using session in a ``context_window``-token window.
 
     ``api``: the agent speaks Chat Completions (the ``openai`` SDK), Anthropic's Messages (the
     ``anthropic`` SDK) or OpenAI's Responses (``client.responses``, the whole input each turn);
-    the last two through the proxy only. ``config``: more ``CompactionConfig`` fields
-    (library) or ``Settings`` fields (proxy).
+    the last two through the proxy only. ``model_calls``: wraps the scripted model (to make it
+    call the recall tool, say). ``config``: more ``CompactionConfig`` fields (library) or
+    ``Settings`` fields (proxy).
     """
     session = CodingSession(turns=turns, seed=seed)
     agent = ScriptedToolAgent(session.steps)
@@ -152,7 +154,10 @@ def run_coding_session(
     elif api == "responses":
         clients = responses_agent
     with (
-        TestUpstream(context_window=context_window, responder=agent) as upstream,
+        TestUpstream(
+            context_window=context_window,
+            responder=agent if model_calls is None else model_calls(agent),
+        ) as upstream,
         clients(upstream, context_window, record, config) as (create, lookup),
     ):
         messages: list[dict[str, Any]] = [session.system, session.task]

@@ -192,6 +192,12 @@ def _print_view(view: SessionView) -> None:
             f"tokens now {row.tokens_now:,}, peak {row.tokens_peak:,}, window {row.window:,}; "
             f"cached {_share(row)}; {_when(row.first_seen)} to {_when(row.last_seen)} UTC"
         )
+    if view.recall_calls:
+        spans = ", ".join(f"{span} ({times})" for span, times in view.recalled.items())
+        typer.echo(
+            f"  recall: {view.recall_calls} calls answered; spans read back (requests): "
+            + (spans or "none")
+        )
     if not view.compactions:
         typer.echo("  no compaction yet")
     for number, compaction in enumerate(view.compactions, start=1):

@@ -65,6 +65,10 @@ class RequestRecord(BaseModel):
     ahead: bool = False
     """Whether that compaction adopted summaries drafted ahead of time (``compaction_s`` is
     then only what the request waited)."""
+    recall_calls: int = Field(default=0, ge=0)
+    """Recall tool calls the proxy answered for this request."""
+    recalled: list[str] = Field(default_factory=list)
+    """The spans those calls read back (``span-`` ids), each once, in order."""
 
 
 class SessionRow(BaseModel):

@@ -22,9 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .located import Located
+from .prompt_set import PromptSet
 from .recall_codec import Held, RecallCodec, ToolCall
-from .recall_tool import RecallTool, answer_call, read_call
-from .spans import Span
+from .recall_tool import PARAMETERS, RecallTool, answer_call, read_call
+from .results import PrepareResult
+from .spans import Span, spans_of
 
 MAX_ROUNDS = 4
 """Times a turn's recall calls are answered and the model asked again."""
@@ -37,6 +40,31 @@ NO_ROOM = (
     "you have, or recall something narrower"
 )
 LAST_ROUND = "\n\n(That was the last recall this turn allows: answer with what you have.)"
+
+
+def loop_for(
+    codec: RecallCodec | None,
+    located: Located | None,
+    result: PrepareResult | None,
+    prompts: PromptSet,
+) -> RecallLoop | None:
+    """The loop of a settled request: None unless its API has a codec, its turn was given the
+    tool's name (``Turn.recall``) and what is sent stands on a compaction (some raw run
+    replaced). The loop may add what the usable window has left over the request's estimate."""
+    if codec is None or located is None or result is None or located.recall is None:
+        return None
+    if not result.replaced:
+        return None
+    report = result.report
+    room = report.context_window - report.reserve_output_tokens - report.estimated_tokens
+    return RecallLoop(
+        codec,
+        RecallTool(located.recall, prompts.recall_tool, PARAMETERS),
+        spans_of(result.replaced, located.messages),
+        located.messages,
+        room_tokens=max(0, room),
+        count_text=located.counter.count_text,
+    )
 
 
 @dataclass(frozen=True)

@@ -26,18 +26,14 @@ PARAMETERS: Mapping[str, Any] = {
     "properties": {
         "query": {
             "type": "string",
-            "description": "Text to find in the replaced turns (case-insensitive), or a "
-            "regular expression when regex is true.",
+            "description": "Text to find (case-insensitive), or a regular expression if regex.",
         },
-        "regex": {"type": "boolean", "description": "Read query as a regular expression."},
-        "span": {
-            "type": "string",
-            "description": "A span id from the summary's list, to read that span in order.",
-        },
+        "regex": {"type": "boolean"},
+        "span": {"type": "string", "description": "A span id, to read that span."},
         "offset": {
             "type": "integer",
             "minimum": 0,
-            "description": "With span: the message of the span to start from (0: its first).",
+            "description": "With span: the message to start from (0: its first).",
         },
     },
     "additionalProperties": False,

@@ -7,6 +7,7 @@ Pure: built from what a store returns (``list_session``, ``session_requests``, `
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,6 +67,10 @@ class SessionView(BaseModel):
     compactions: list[CompactionView]
     recorded: bool
     """Whether its conversation was recorded (``--record``)."""
+    recall_calls: int = 0
+    """Recall tool calls answered for its requests."""
+    recalled: dict[str, int] = Field(default_factory=dict)
+    """Each span its requests read back with the recall tool, and in how many requests."""
 
 
 def session_view(
@@ -111,6 +116,8 @@ def session_view(
         requests=list(requests),
         compactions=compactions,
         recorded=recording is not None,
+        recall_calls=sum(r.recall_calls for r in requests),
+        recalled=dict(Counter(span for r in requests for span in r.recalled)),
     )
 
 

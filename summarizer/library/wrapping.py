@@ -10,17 +10,21 @@ target and retried once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Awaitable, Callable
 from functools import cached_property
 from typing import Any, Literal, cast
 
 import openai
 
 from ..core.effects import Turn
+from ..core.located import Located
+from ..core.recall_loop import RecallLoop
 from ..core.results import PrepareResult, Trigger
 from .manager import ContextManager
 from .overflow import aretry_on_overflow, retry_on_overflow
+from .recall import AsyncRecallStream, RecallStream, WrapRecall, aanswered, answered
 from .upstream import says_context_length_exceeded
+from .usage_streams import AsyncUsageStream, UsageStream
 
 SESSION_KWARG = "summarizer_session"
 """Optional keyword of ``create`` naming the session explicitly (removed before the call)."""
@@ -45,66 +49,6 @@ def _stream_options(kwargs: dict[str, Any]) -> bool:
     return wanted
 
 
-class _Stream:
-    """A sync stream that feeds the final usage back and hides it when it was not asked for."""
-
-    def __init__(self, inner: Any, on_usage: Any, show_usage: bool) -> None:
-        self._inner = inner
-        self._on_usage = on_usage
-        self._show_usage = show_usage
-
-    def __iter__(self) -> Iterator[Any]:
-        for chunk in self._inner:
-            if getattr(chunk, "usage", None) is not None:
-                self._on_usage(chunk.usage)
-                if not chunk.choices and not self._show_usage:
-                    continue
-            yield chunk
-
-    def __enter__(self) -> _Stream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the underlying HTTP response."""
-        self._inner.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-class _AsyncStream:
-    """The async twin of ``_Stream``."""
-
-    def __init__(self, inner: Any, on_usage: Any, show_usage: bool) -> None:
-        self._inner = inner
-        self._on_usage = on_usage
-        self._show_usage = show_usage
-
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        async for chunk in self._inner:
-            if getattr(chunk, "usage", None) is not None:
-                await self._on_usage(chunk.usage)
-                if not chunk.choices and not self._show_usage:
-                    continue
-            yield chunk
-
-    async def __aenter__(self) -> _AsyncStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the underlying HTTP response."""
-        await self._inner.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
 class _Delegate:
     """Forwards every attribute it does not define to ``_inner``."""
 
@@ -117,13 +61,22 @@ class _Delegate:
 class _Call:
     """One ``create`` call: the raw history split from the arguments passed through."""
 
-    def __init__(self, kwargs: dict[str, Any], *, parsed: bool = True) -> None:
+    def __init__(
+        self, kwargs: dict[str, Any], *, parsed: bool = True, recall: WrapRecall | None = None
+    ) -> None:
         self.session = kwargs.pop(SESSION_KWARG, None)
         self.raw = kwargs.pop("messages")
         self.model: str = kwargs["model"]
         # A raw response's stream is the caller's to read: its options are left as given.
         self.show_usage = _stream_options(kwargs) if parsed else True
         self.kwargs = kwargs
+        # The raw and streaming-response forms give the caller the wire: no recall loop there.
+        self.recall = recall if parsed else None
+        self.recall_name = self.recall.name(kwargs) if self.recall is not None else None
+        if self.recall is not None:
+            self.raw = self.recall.spliced(self.raw, kwargs)
+        self.loop: RecallLoop | None = None
+        """The recall loop of what was last sent (None: the tool was not offered)."""
 
     def turn(self) -> Turn:
         """The call as the engine sees it."""
@@ -133,28 +86,68 @@ class _Call:
             tools=self.kwargs.get("tools"),
             session=self.session,
             request=self.kwargs,
+            recall=self.recall_name,
         )
 
-    def finish(self, manager: ContextManager, result: PrepareResult, response: Any) -> Any:
-        """Feed the usage back (now, or as the stream ends) and return what the caller gets."""
+    def body(self, located: Located, result: PrepareResult) -> dict[str, Any]:
+        """The keyword arguments to send for ``result``: the recall tool offered when the
+        conversation stands on a compaction (``loop`` then set)."""
+        body = {**self.kwargs, "messages": result.messages}
+        self.loop = self.recall.loop(located, result) if self.recall is not None else None
+        return self.loop.first(body) if self.loop is not None else body
+
+    def finish(
+        self,
+        manager: ContextManager,
+        result: PrepareResult,
+        response: Any,
+        send: Callable[..., Any],
+    ) -> Any:
+        """Feed the usage back (now, or as the stream ends) and return what the caller gets
+        (through the recall loop when the tool was offered; ``send`` asks again)."""
 
         def observe(usage: Any) -> None:
             manager.observe(result, usage, model=self.model)
 
+        if self.loop is not None and self.recall is not None:
+            if self.kwargs.get("stream"):
+                return RecallStream(
+                    self.recall, self.loop, response, send, observe, self.show_usage
+                )
+            response, usage = answered(self.recall, self.loop, response, send)
+            if usage is not None:
+                observe(usage)
+            return response
         if self.kwargs.get("stream"):
-            return _Stream(response, observe, self.show_usage)
+            return UsageStream(response, observe, self.show_usage)
         if getattr(response, "usage", None) is not None:
             observe(response.usage)
         return response
 
-    async def afinish(self, manager: ContextManager, result: PrepareResult, response: Any) -> Any:
+    async def afinish(
+        self,
+        manager: ContextManager,
+        result: PrepareResult,
+        response: Any,
+        send: Callable[..., Awaitable[Any]],
+    ) -> Any:
         """The async twin of ``finish`` (the usage is stored off the event loop)."""
 
         async def observe(usage: Any) -> None:
             await manager.aobserve(result, usage, model=self.model)
 
+        if self.loop is not None and self.recall is not None:
+            if self.kwargs.get("stream"):
+                return AsyncRecallStream(
+                    self.recall, self.loop, response, send, observe, self.show_usage
+                )
+            response, usage = await aanswered(self.recall, self.loop, response, send)
+            if usage is not None:
+                await observe(usage)
+            return response
+
         if self.kwargs.get("stream"):
-            return _AsyncStream(response, observe, self.show_usage)
+            return AsyncUsageStream(response, observe, self.show_usage)
         if getattr(response, "usage", None) is not None:
             await observe(response.usage)
         return response
@@ -168,10 +161,17 @@ class _Completions(_Delegate):
     """``chat.completions`` with ``create`` (and its raw and streaming-response forms)
     context-managed."""
 
-    def __init__(self, inner: Any, manager: ContextManager, mode: Mode = "parsed") -> None:
+    def __init__(
+        self,
+        inner: Any,
+        manager: ContextManager,
+        mode: Mode = "parsed",
+        recall: WrapRecall | None = None,
+    ) -> None:
         self._inner = inner
         self._manager = manager
         self._mode = mode
+        self._recall = recall
         sender = {
             "parsed": lambda: inner.create,
             "raw": lambda: inner.with_raw_response.create,
@@ -201,17 +201,17 @@ class _Completions(_Delegate):
 
     def create(self, **kwargs: Any) -> Any:
         """``chat.completions.create`` with the context managed."""
-        call = _Call(kwargs, parsed=self._mode == "parsed")
+        call = _Call(kwargs, parsed=self._mode == "parsed", recall=self._recall)
         manager = self._manager
         located = manager.locate(call.turn())
 
         def attempt(force: Trigger | None) -> tuple[PrepareResult, Any]:
             result = manager.compact(located, force=force)
-            return result, self._send(messages=result.messages, **call.kwargs)
+            return result, self._send(**call.body(located, result))
 
         result, response = retry_on_overflow(attempt, is_context_length_error)
         if self._mode == "parsed":
-            return call.finish(manager, result, response)
+            return call.finish(manager, result, response, self._send)
         if self._mode == "raw" and (usage := self._raw_usage(call, response)) is not None:
             manager.observe(result, usage, model=call.model)
         return response
@@ -252,17 +252,17 @@ class _AsyncCompletions(_Completions):
 
     async def create(self, **kwargs: Any) -> Any:
         """``chat.completions.create`` with the context managed (async)."""
-        call = _Call(kwargs, parsed=self._mode == "parsed")
+        call = _Call(kwargs, parsed=self._mode == "parsed", recall=self._recall)
         manager = self._manager
         located = await manager.alocate(call.turn())
 
         async def attempt(force: Trigger | None) -> tuple[PrepareResult, Any]:
             result = await manager.acompact(located, force=force)
-            return result, await self._send(messages=result.messages, **call.kwargs)
+            return result, await self._send(**call.body(located, result))
 
         result, response = await aretry_on_overflow(attempt, is_context_length_error)
         if self._mode == "parsed":
-            return await call.afinish(manager, result, response)
+            return await call.afinish(manager, result, response, self._send)
         if self._mode == "raw" and (usage := self._raw_usage(call, response)) is not None:
             await manager.aobserve(result, usage, model=call.model)
         return response
@@ -282,6 +282,7 @@ class _ContextManaged:
     """
 
     _summarizer_context: ContextManager
+    _summarizer_recall: WrapRecall
 
     @property
     def context(self) -> ContextManager:
@@ -296,12 +297,14 @@ class _ContextManaged:
         completions_type = (
             _AsyncCompletions if isinstance(self, openai.AsyncOpenAI) else _Completions
         )
-        return _Chat(inner, completions_type(inner.completions, manager))
+        recall = self._summarizer_recall
+        return _Chat(inner, completions_type(inner.completions, manager, "parsed", recall))
 
     def copy(self, *args: Any, **kwargs: Any) -> Any:
         """The SDK's ``copy`` (same options, some overridden), still context-managed."""
         copied = cast(Any, super()).copy(*args, **kwargs)
         copied._summarizer_context = self._summarizer_context
+        copied._summarizer_recall = self._summarizer_recall
         return copied
 
     with_options = copy
@@ -362,4 +365,5 @@ def wrap(client: openai.OpenAI | openai.AsyncOpenAI, **config: Any) -> Any:
     built = _cached_attributes(type(client))
     vars(wrapped).update({k: v for k, v in vars(client).items() if k not in built})
     wrapped._summarizer_context = manager
+    wrapped._summarizer_recall = WrapRecall(manager)
     return wrapped

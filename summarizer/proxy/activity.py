@@ -43,6 +43,8 @@ def request_record(context: ChatContext, *, status: int, started: float) -> Requ
         latency_s=time.time() - started,
         compaction_s=event.latency_s if event is not None and result.compacted else None,
         ahead=bool(event is not None and result.compacted and event.ahead_of_time),
+        recall_calls=context.recall_calls,
+        recalled=list(context.recalled),
     )
 
 

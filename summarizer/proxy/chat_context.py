@@ -8,7 +8,6 @@ silently: a warning header, a metric, and one log line per model.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -133,6 +132,10 @@ class ChatContext:
         self.reported_tokens: int | None = None
         """The provider's prompt tokens for this request, once its usage arrived."""
         self.cached_tokens: int | None = None
+        self.recall_calls = 0
+        """Recall tool calls answered for this request (``recall_exchange``)."""
+        self.recalled: list[str] = []
+        """The spans they read back, each once, in order."""
         self.secrets = request_secrets(services.upstream, chat.headers)
         """The keys nothing stored for this request may hold: its credential, the server's."""
 
@@ -163,9 +166,12 @@ class ChatContext:
         if codec is None or find is None:
             return
         spliced = codec.spliced(self.chat.body, find)
-        if spliced is not None:
-            self.chat.body = spliced
-            self.chat.raw = json.dumps(spliced, ensure_ascii=False).encode()
+        if spliced is None:
+            return
+        try:
+            self.chat.replace_body(spliced)
+        except InvalidConversation:  # never expected: the turn goes as the client sent it
+            logger.warning("a held recall exchange could not be put back; sent without it")
 
     @property
     def due(self) -> bool:

@@ -68,8 +68,6 @@ class Exchange:
         self.context = ChatContext(services, chat, self.overhead)
         self.loop: RecallLoop | None = None
         """The recall loop of what was last sent (``recall_exchange``; None: no tool)."""
-        self.recalled: list[str] = []
-        """The spans the model's recall calls quoted, in order."""
 
     async def offloaded(self, work: Callable[[], _T]) -> _T:
         """``work()``, in a worker thread when the body is large."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..library.recall_held import HeldRecalls
 from .activity_writer import ActivityWriter
 from .compaction_tally import CompactionTally
 from .locator import Locator
 from .metrics import ProxyMetrics
-from .recall_held import HeldRecalls
 from .upstream import Upstream
 
 

@@ -30,6 +30,8 @@ from ..core.codecs import Decoded
 from ..core.codecs.gemini import GeminiCodec
 from ..core.effects import Turn
 from ..core.errors import HistoryNotInRequest, InvalidConversation
+from ..core.recall_codec import RecallCodec
+from ..core.recall_gemini import GEMINI as RECALL_GEMINI
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from . import sse
 from .apis import GEMINI, Api
@@ -59,6 +61,7 @@ class GeminiRequest(ParsedRequest):
     """A parsed, checked generateContent request, decoded for the engine, and who sent it."""
 
     api: ClassVar[Api] = GEMINI
+    recall: ClassVar[RecallCodec | None] = RECALL_GEMINI
     decoded: Decoded | None = None
     """None when the history is not all in the request (``unmanaged`` says why)."""
     unmanaged: str | None = None
@@ -93,6 +96,12 @@ class GeminiRequest(ParsedRequest):
             return self.raw
         fields = CODEC.encode(self.decoded, list(result.messages))
         return replaced_body(self.raw, self.body, fields)
+
+    def replace_body(self, body: dict[str, Any]) -> None:
+        """The new body (held recall exchanges put back), decoded again for the engine."""
+        decoded = CODEC.decode(body) if self.decoded is not None else None
+        super().replace_body(body)
+        self.decoded = decoded
 
     def summarizer(self, upstream: Upstream, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
         """Summary calls as generateContent requests on this conversation, to ``route``'s

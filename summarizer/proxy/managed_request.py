@@ -4,6 +4,7 @@ SSE comment that tell the client what was done with it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -48,6 +49,10 @@ class ManagedRequest(Protocol):
 
     def turn(self) -> Turn:
         """The request as the engine sees it."""
+        ...
+
+    def replace_body(self, body: dict[str, Any]) -> None:
+        """Take ``body`` (this request with held recall exchanges put back) as the request."""
         ...
 
     def outgoing(self, result: PrepareResult | None) -> bytes:
@@ -102,6 +107,12 @@ class ParsedRequest:
     def keep_event(self, event: bytes) -> bool:
         """Whether an event that reported usage is relayed (by default, every one)."""
         return True
+
+    def replace_body(self, body: dict[str, Any]) -> None:
+        """Take ``body`` (this request with held recall exchanges put back) as the request;
+        ``InvalidConversation`` when it cannot be read as one (it is then left as it was)."""
+        self.body = body
+        self.raw = json.dumps(body, ensure_ascii=False).encode()
 
     def rewrite_answer(self, answer: dict[str, Any], result: PrepareResult | None) -> bool:
         """Change a whole answer for ``result``; by default it is relayed as written."""

@@ -16,6 +16,8 @@ from ..core.codecs.anthropic import AnthropicCodec
 from ..core.codecs.anthropic_cache import count_breakpoints, place_breakpoints
 from ..core.effects import Turn
 from ..core.errors import InvalidConversation
+from ..core.recall_codec import RecallCodec
+from ..core.recall_messages import MESSAGES as RECALL_MESSAGES
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from . import sse
 from .apis import MESSAGES, Api
@@ -41,6 +43,7 @@ class MessagesRequest(ParsedRequest):
 
     upstream_path: ClassVar[str] = "/messages"
     api: ClassVar[Api] = MESSAGES
+    recall: ClassVar[RecallCodec | None] = RECALL_MESSAGES
     decoded: Decoded
     client_breakpoints: int
     manage_breakpoints: bool = True
@@ -81,6 +84,12 @@ class MessagesRequest(ParsedRequest):
         fields = self.wire_fields(list(result.messages))
         body = {key: self.body[key] for key in _COUNTED if key in self.body}
         return {**body, **fields}
+
+    def replace_body(self, body: dict[str, Any]) -> None:
+        """The new body (held recall exchanges put back), decoded again for the engine."""
+        decoded = CODEC.decode(body)
+        super().replace_body(body)
+        self.decoded = decoded
 
     def summarizer(self, upstream: Upstream, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
         """Summary calls as Messages requests on this conversation, to ``route``'s upstream with

@@ -19,9 +19,7 @@ import httpx2
 from starlette.responses import Response
 
 from ..core.recall_codec import RecallStream
-from ..core.recall_loop import RecallLoop, Step
-from ..core.recall_tool import PARAMETERS, RecallTool
-from ..core.spans import spans_of
+from ..core.recall_loop import RecallLoop, Step, loop_for
 from . import sse
 from .answers import interrupted, invalid_answer, is_event_stream, upstream_error_payload
 from .body import json_object
@@ -34,25 +32,9 @@ if TYPE_CHECKING:
 
 
 def recall_loop(context: ChatContext) -> RecallLoop | None:
-    """The loop of ``context``'s settled request: None unless its API has a recall codec, its
-    turn was given the tool's name (``ChatContext.recall_name``) and what is sent stands on a
-    compaction (some raw run replaced)."""
-    located, result, codec = context.located, context.result, context.chat.recall
-    if located is None or result is None or codec is None or located.recall is None:
-        return None
-    if not result.replaced:
-        return None
+    """The loop of ``context``'s settled request (``core.recall_loop.loop_for``)."""
     prompts = context.route.context.engine.prompts
-    report = result.report
-    room = report.context_window - report.reserve_output_tokens - report.estimated_tokens
-    return RecallLoop(
-        codec,
-        RecallTool(located.recall, prompts.recall_tool, PARAMETERS),
-        spans_of(result.replaced, located.messages),
-        located.messages,
-        room_tokens=max(0, room),
-        count_text=located.counter.count_text,
-    )
+    return loop_for(context.chat.recall, context.located, context.result, prompts)
 
 
 def offered_body(loop: RecallLoop, outgoing: bytes) -> bytes:
@@ -84,7 +66,8 @@ def account(exchange: Exchange, loop: RecallLoop, step: Step) -> None:
         metrics.recall_rounds.labels(api).inc(loop.rounds)
     if loop.chars:
         metrics.recall_chars.labels(api).inc(loop.chars)
-    exchange.recalled = list(loop.recalled)
+    exchange.context.recall_calls = loop.calls
+    exchange.context.recalled = list(loop.recalled)
 
 
 async def whole_answer(exchange: Exchange, loop: RecallLoop, response: httpx2.Response) -> Response:

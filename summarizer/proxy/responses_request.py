@@ -24,6 +24,8 @@ from ..core.codecs.responses_compaction import (
 )
 from ..core.effects import Turn
 from ..core.errors import HistoryNotInRequest, InvalidConversation
+from ..core.recall_codec import RecallCodec
+from ..core.recall_responses import RESPONSES as RECALL_RESPONSES
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
 from . import sse
 from .apis import RESPONSES, Api
@@ -67,6 +69,7 @@ class ResponsesRequest(ParsedRequest):
 
     upstream_path: ClassVar[str] = "/responses"
     api: ClassVar[Api] = RESPONSES
+    recall: ClassVar[RecallCodec | None] = RECALL_RESPONSES
     rewrites_answers: ClassVar[bool] = True
     decoded: ResponsesDecoded | None
     """None when the history is not in the request (``unmanaged`` says why)."""
@@ -97,6 +100,12 @@ class ResponsesRequest(ParsedRequest):
             return self.raw
         fields = CODEC.encode(self.decoded, list(result.messages))
         return replaced_body(self.raw, self.body, fields)
+
+    def replace_body(self, body: dict[str, Any]) -> None:
+        """The new body (held recall exchanges put back), decoded again for the engine."""
+        decoded = CODEC.decode(body) if self.decoded is not None else None
+        super().replace_body(body)
+        self.decoded = decoded
 
     def summarizer(self, upstream: Upstream, route: ModelRoute) -> Callable[[SummarizeCall], Any]:
         """Summary calls as Responses requests on this conversation, to ``route``'s upstream
@@ -299,6 +308,10 @@ class TranslatedResponsesRequest(ResponsesRequest):
     """A Responses request served by a chat-completions-only upstream
     (``Settings.responses_upstream == "chat"``): sent as a chat completion, answered as a
     Response (``core.codecs.responses_chat``), summary calls as chat completions."""
+
+    recall: ClassVar[RecallCodec | None] = None
+    """Not offered: the upstream answers chat completions (the Responses codec would read them
+    wrong)."""
 
     upstream_path: ClassVar[str] = "/chat/completions"
     response_id: str = ""

@@ -1,12 +1,13 @@
-"""Recall results waiting for their conversation's next request (``HeldRecalls``).
+"""Recall results waiting for their conversation's next request (``HeldRecalls``), for the
+proxy and ``wrap``.
 
 When the model calls the recall tool beside the agent's own tools, the agent's calls go to the
-client and the recall calls are taken out; their results are held here, by the credential's
+caller and the recall calls are taken out; their results are held here, by the credential's
 namespace and the ids of the agent's calls, and every later request of that conversation that
 carries the turn gets the recall exchange put back into it (``RecallCodec.spliced``) before the
 engine sees it, so the model reads the results and the conversation stays the same from request
 to request. Held in memory, per process: a restart, or another process of a fleet, goes on
-without them (the turn then reads as the client sent it).
+without them (the turn then reads as the caller sent it).
 """
 
 from __future__ import annotations
