@@ -260,12 +260,6 @@ def test_rounds_are_bounded_and_the_last_answer_is_one_gemini_takes_back(
     assert upstream.requests[-1].status == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the bound's answer without thoughts is left with no part once its recall call is "
-    "out, a content Gemini refuses when the client sends it back (fix proposed: an empty text "
-    "part in recall_gemini.without and GeminiStream.release)",
-)
 @pytest.mark.parametrize("stream", [False, True])
 def test_rounds_are_bounded_and_an_answer_without_thoughts_keeps_a_part(
     start_proxy: ProxyFactory, upstream: TestUpstream, agent: ScriptedToolAgent, stream: bool

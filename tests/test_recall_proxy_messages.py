@@ -216,7 +216,14 @@ def test_rounds_are_bounded(
         message = raw.parse().model_dump(exclude_none=True)
     assert len(agent_requests(upstream)) == 5
     assert message["stop_reason"] == "end_turn"
-    assert message["content"] == []
+    # No block is left once recall is out: one text block says so (an empty assistant
+    # message would be refused when the client sends it back).
+    assert [block["type"] for block in message["content"]] == ["text"]
+    assert message["content"][0]["text"].startswith("(No answer:")
     last = agent_requests(upstream)[-1].body["messages"][-1]["content"][-1]
     assert last["tool_use_id"] == "toolu_r3"
     assert "last recall this turn allows" in last["content"]
+    said = {"role": "assistant", "content": message["content"]}
+    later = [*history(), said, {"role": "user", "content": "Go on."}]
+    client(proxy).messages.create(**arguments(later))
+    assert upstream.requests[-1].status == 200

@@ -19,6 +19,7 @@ from typing import Any
 
 from .recall_codec import Held, RecallStream, ToolCall
 from .recall_gemini_stream import (
+    EMPTY_TEXT,
     SKIP_SIGNATURE,
     GeminiStream,
     answer_parts,
@@ -160,12 +161,12 @@ def continued(
 
 def without(answer: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The answer with the calls of function ``name`` taken out of its first candidate (the
-    agent's own calls stay, in order; ``finishReason`` stays, ``STOP`` either way); the answer
-    itself when it has none."""
+    agent's own calls stay, in order; ``finishReason`` stays, ``STOP`` either way; a content
+    left with no part gets ``EMPTY_TEXT``); the answer itself when it has none."""
     if not any(call.name == name for call in calls(answer)):
         return dict(answer)
     kept, _ = kept_parts(answer_parts(answer), name)
-    return with_parts(answer, kept)
+    return with_parts(answer, kept or [EMPTY_TEXT])
 
 
 def spliced(

@@ -23,6 +23,11 @@ the model gave: when a recall call that carried the step's signature is taken ou
 call that is now first gets this, since Gemini 3 refuses a step whose first call has none."""
 
 
+EMPTY_TEXT = {"text": ""}
+"""The part an answer left with none once recall is out gets: Gemini refuses a content without
+parts when the client sends it back, and answers an empty reply so itself."""
+
+
 def answer_parts(answer: Mapping[str, Any]) -> list[Any]:
     """The parts of an answer's (or a stream chunk's) first candidate ([] when it has none)."""
     candidates = answer.get("candidates")
@@ -86,6 +91,8 @@ class GeminiStream:
         self._chunks: list[dict[str, Any]] = []
         self._held: list[tuple[bytes, dict[str, Any] | None]] = []
         self._holding = False
+        self._shown: bool = after is not None and after._shown
+        """Whether the client was sent a part (this round's or an earlier one's)."""
 
     def feed(self, event: bytes) -> list[bytes]:
         """``event`` itself while no call has come; nothing from the first call on (held)."""
@@ -97,6 +104,7 @@ class GeminiStream:
         if self._holding:
             self._held.append((event, chunk))
             return []
+        self._shown = self._shown or bool(chunk and answer_parts(chunk))
         return [event]
 
     def answer(self) -> dict[str, Any]:
@@ -139,5 +147,8 @@ class GeminiStream:
             first = chunk["candidates"][0]
             if not kept and "finishReason" not in first and "usageMetadata" not in chunk:
                 continue
+            if not kept and not self._shown and "finishReason" in first:
+                kept = [EMPTY_TEXT]  # the stream's last chunk, and the client has no part
+            self._shown = self._shown or bool(kept)
             out.append(build_event(with_parts(chunk, kept), event_name(event)))
         return out

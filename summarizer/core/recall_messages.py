@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .recall_codec import Held, RecallStream, ToolCall
-from .recall_messages_stream import MessagesStream
+from .recall_messages_stream import NO_ANSWER, MessagesStream
 from .recall_tool import RecallTool
 
 
@@ -71,12 +71,13 @@ def continued(
 def without(message: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The message with the ``tool_use`` blocks of ``name`` taken out (the agent's own calls
     stay, in order; ``stop_reason`` "tool_use" becomes "end_turn" when none is left); the
-    message itself when it has none."""
+    message itself when it has none. A message left with no block says so in one text block
+    (``NO_ANSWER``): the API refuses an empty assistant message when the client sends it back."""
     content = _content(message)
     kept = [block for block in content if not (_is_tool_use(block) and block.get("name") == name)]
     if len(kept) == len(content):
         return dict(message)
-    out = {**message, "content": kept}
+    out = {**message, "content": kept or [{"type": "text", "text": NO_ANSWER}]}
     if message.get("stop_reason") == "tool_use" and not any(_is_tool_use(b) for b in kept):
         out["stop_reason"] = "end_turn"
     return out

@@ -16,6 +16,9 @@ from typing import Any
 from .sse_events import build_event, event_json, event_name
 
 _BLOCK_EVENTS = ("content_block_start", "content_block_delta", "content_block_stop")
+NO_ANSWER = "(No answer: the model kept asking for recalled text past what one turn allows.)"
+"""The text of a message left with no block once the recall calls are out (the model called
+recall alone past the loop's bound): the API refuses an empty assistant message."""
 
 
 class MessagesStream:
@@ -83,12 +86,15 @@ class MessagesStream:
             for index, block in self._blocks.items()
             if index not in removed
         )
+        shown = self._offset + len(set(self._blocks) - removed)  # blocks the client gets
         out = []
         for event in self._held:
             payload = event_json(event) or {}
             kind = payload.get("type")
             if kind in _BLOCK_EVENTS and payload.get("index") in removed:
                 continue
+            if kind == "message_delta" and removed and not shown:
+                out.extend(_text_block(self._offset, NO_ANSWER))
             changes: dict[str, Any] = {}
             delta = payload.get("delta")
             if (
@@ -155,6 +161,23 @@ class MessagesStream:
         if not changes:
             return event
         return build_event({**payload, **changes}, event_name(event))
+
+
+def _text_block(index: int, text: str) -> list[bytes]:
+    """The three events of a text block at ``index``."""
+    return [
+        build_event(
+            {"type": "content_block_start", "index": index,
+             "content_block": {"type": "text", "text": ""}},
+            "content_block_start",
+        ),
+        build_event(
+            {"type": "content_block_delta", "index": index,
+             "delta": {"type": "text_delta", "text": text}},
+            "content_block_delta",
+        ),
+        build_event({"type": "content_block_stop", "index": index}, "content_block_stop"),
+    ]  # fmt: skip
 
 
 def _is_tool_use(payload: dict[str, Any]) -> bool:

@@ -152,6 +152,8 @@ class ChatContext:
         codec = self.chat.recall
         if codec is None or not self.route.context.config.recall:
             return None
+        if getattr(self.chat, "compact_threshold", None) is not None:
+            return None  # the client's own compaction (Responses): its turns are dropped
         if not codec.may_offer(self.chat.body):
             return None
         tool = recall_tool(self.route.context.engine.prompts, tool_names(turn.tools))
