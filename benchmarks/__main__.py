@@ -1,6 +1,6 @@
 """Run the benchmark sections and write ``benchmarks/RESULTS.md``.
 
-python -m benchmarks                 # sections 1-5, 7 and 8, about 30 minutes on 2 cores
+python -m benchmarks                 # sections 1-5, 7, 8 and 9, about 30 minutes on 2 cores
 python -m benchmarks --quick         # smoke mode: every code path, tiny sizes
 python -m benchmarks --only 1,3      # some sections
 python -m benchmarks --only 6        # the real model (the real-model extra; about 2.5 hours)
@@ -34,13 +34,14 @@ from . import (
     proxy_overhead,
     quality,
     real_model,
+    recall_cache,
 )
 from .results import Floor, Section, markdown_table
 from .results_file import Carried, carried_sections
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8")
-DEFAULT_SECTIONS = "1,2,3,4,5,7,8"
+SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8", "9")
+DEFAULT_SECTIONS = "1,2,3,4,5,7,8,9"
 
 
 def machine() -> str:
@@ -186,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default=DEFAULT_SECTIONS,
-        help=f"comma-separated section numbers, 1 to 8 (default: {DEFAULT_SECTIONS})",
+        help=f"comma-separated section numbers, 1 to 9 (default: {DEFAULT_SECTIONS})",
     )
     parser.add_argument("--upstream", help="OpenAI-compatible base URL for section 5's models")
     parser.add_argument("--model", help="the model section 5's model strategies call")
@@ -200,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
     if not wanted or not wanted <= set(SECTIONS):
         # Before anything runs: a bad --only must not overwrite RESULTS.md with nothing.
-        parser.error(f"--only takes section numbers from 1 to 8, got {args.only!r}")
+        parser.error(f"--only takes section numbers from 1 to 9, got {args.only!r}")
     out_dir = args.out.resolve().parent
     out_dir.mkdir(parents=True, exist_ok=True)
     runners: list[tuple[str, ModuleType, Callable[[], Section]]] = [
@@ -233,6 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         ("7", api_overhead, lambda: api_overhead.run(quick=args.quick, out_dir=out_dir)),
         ("8", ahead_latency, lambda: ahead_latency.run(quick=args.quick, out_dir=out_dir)),
+        ("9", recall_cache, lambda: recall_cache.run(quick=args.quick, out_dir=out_dir)),
     ]
     started = dt.datetime.now(dt.UTC)
     revision = commit()  # before the sections write their files into the checkout

@@ -92,7 +92,10 @@ def test_a_long_session_with_the_hybrid_policy_saves_summary_calls(via: str) -> 
     assert masked_only and all(e.masked > 0 and e.summary == "" for e in masked_only)
     summarized = [e for e in hybrid.events if e.verdicts]
     assert summarized, "masking alone stops being enough as placeholders pile up"
-    assert hybrid.summary_requests == len(summarized) < hybrid.compactions
+    assert len(summarized) < hybrid.compactions
+    # One summary request per summarized compaction; a draft begun ahead of time near the end
+    # may have sent its request before the session ended, its compaction never due.
+    assert len(summarized) <= hybrid.summary_requests <= len(summarized) + 1
     # Each summary request is the live conversation plus the instruction (cache-friendly).
     assert hybrid.summary_prefix_shared == hybrid.summary_requests
     if via == "proxy":

@@ -181,9 +181,12 @@ def test_compaction_changes_only_messages_and_every_other_field_arrives_unchange
     agent = chat_requests(upstream, summary=False)[-1].body
     assert agent["messages"] != messages
     assert agent["messages"][0] == messages[0] and agent["messages"][-1] == messages[-1]
+    # The agent's tools as sent, and the recall tool after them (the request stands on a
+    # compaction).
+    tools = agent.pop("tools")
+    assert tools[:-1] == TOOLS and tools[-1]["function"]["name"] == "recall"
     expected = {
         "model": MODEL,
-        "tools": TOOLS,
         "tool_choice": "auto",
         "parallel_tool_calls": True,
         "temperature": 0,

@@ -284,3 +284,29 @@ def test_metrics_and_show_say_what_was_recalled(
     assert view["recall_calls"] == 1 and view["recalled"] == {span: 1}
     other = httpx2.get(page, headers={"authorization": f"Bearer {KEY_B}"})
     assert other.status_code == 404  # another tenant does not see what was recalled
+
+
+def test_the_tool_is_counted_when_it_is_offered_and_only_then(
+    start_proxy: ProxyFactory, upstream: TestUpstream, tmp_path: Any
+) -> None:
+    on, off = start_proxy(), start_proxy(db=tmp_path / "off.db", recall=False)
+    small = history(turns=2)
+    estimates = [
+        client(proxy).chat.completions.with_raw_response.create(
+            model=MODEL, messages=small, tools=[BASH]
+        ).headers["x-summarizer-prompt-tokens"]
+        for proxy in (on, off)
+    ]
+    # Not offered yet: the estimate is what goes upstream, as with recall off (a definition
+    # counted but not sent would teach the calibration to estimate short).
+    assert estimates[0] == estimates[1]
+    raw = client(on).chat.completions.with_raw_response.create(
+        model=MODEL, messages=history(), tools=[BASH]
+    )
+    raw.parse()
+    assert raw.headers["x-summarizer-compacted"] == "true"
+    sent = agent_requests(upstream)[-1]
+    assert tool_names(sent.body) == ["bash", "recall"]
+    estimate = int(raw.headers["x-summarizer-prompt-tokens"])
+    assert sent.prompt_tokens is not None
+    assert abs(estimate - sent.prompt_tokens) <= 0.03 * sent.prompt_tokens

@@ -338,5 +338,7 @@ def test_serve_has_a_flag_for_each_compaction_setting_stating_its_default() -> N
         flag = "--" + name.replace("_", "-")
         (line,) = [line for line in lines if line.startswith(flag + " ")]
         value = getattr(defaults, name)
-        if value is not None:  # a None default is described in words ("each model's ...")
+        if isinstance(value, bool):  # a switch: --name / --no-name
+            assert f"[default: {'on' if value else 'off'}]" in line, line
+        elif value is not None:  # a None default is described in words ("each model's ...")
             assert f"[default: {value}]" in line, line

@@ -243,10 +243,16 @@ def test_interleaved_gemini_conversations_of_one_key_never_mix(
             sent = str(body)
             assert f"[{other}]" not in sent, f"{name} turn {turns} got {other}'s context"
             assert f"[{name}]" in sent
-            # Its own system instruction and tools, byte for byte as the SDK first sent them.
+            # Its own system instruction and tools, byte for byte as the SDK first sent them
+            # (once compacted, the recall tool after them).
             assert body["systemInstruction"]["parts"] == [{"text": SYSTEM}]
-            own = first.setdefault(name, {k: wire(body[k]) for k in ("systemInstruction", "tools")})
-            assert own == {k: wire(body[k]) for k in ("systemInstruction", "tools")}
+            tools = body["tools"]
+            if tools[-1]["functionDeclarations"][0]["name"] == "recall":
+                tools = tools[:-1]
+            own = first.setdefault(
+                name, {"systemInstruction": wire(body["systemInstruction"]), "tools": wire(tools)}
+            )
+            assert own == {"systemInstruction": wire(body["systemInstruction"]), "tools": wire(tools)}
             # Every content is this conversation's own, in order (signatures included), the
             # latest user turn as the client sent it, every call answered; it fits the window.
             check_own_and_in_order(contents, body["contents"])

@@ -31,7 +31,7 @@ from .records import (
 from .redaction import redact_checkpoint
 from .results import MASKING_POLICIES, MODEL_FREE_POLICIES, CompactionEvent, PrepareResult, Trigger
 from .runs import summarize_runs
-from .summaries import FRAME_TOKENS, RunSummary, ledger_note_tokens
+from .summaries import RunSummary, frame_tokens, ledger_note_tokens
 from .tokens import Calibration
 
 
@@ -232,7 +232,7 @@ def _mask(engine: Compacting, located: Located, *, target: int) -> MaskPlan:
 
     return plan_masking(
         located.view,
-        fixed_tokens=located.fixed_tokens,
+        fixed_tokens=located.compacted_fixed_tokens,
         target_tokens=target,
         keep_turns=engine.config.mask_keep_turns,
         pins=engine.config.pin,
@@ -265,16 +265,17 @@ def _plan(
     smallest_cap, last_resort_cap = min(cap, MIN_SUMMARY_CAP), min(cap, LAST_RESORT_SUMMARY_CAP)
     if config.policy in MODEL_FREE_POLICIES:
         cap = smallest_cap = last_resort_cap = ledger_note_tokens(engine.prompts, located.counter)
-    smallest = smallest_cap + min(ledger_cap, MIN_LEDGER_TOKENS) + FRAME_TOKENS
+    frame = frame_tokens(located.recall)
+    smallest = smallest_cap + min(ledger_cap, MIN_LEDGER_TOKENS) + frame
     if whole_summary:
-        smallest = cap + ledger_cap + FRAME_TOKENS
+        smallest = cap + ledger_cap + frame
     try:
         return plan_compaction(
             located.view,
-            fixed_tokens=located.fixed_tokens,
-            summary_tokens=cap + ledger_cap + FRAME_TOKENS,
+            fixed_tokens=located.compacted_fixed_tokens,
+            summary_tokens=cap + ledger_cap + frame,
             min_summary_tokens=smallest,
-            last_resort_summary_tokens=last_resort_cap + FRAME_TOKENS,
+            last_resort_summary_tokens=last_resort_cap + frame,
             limit_tokens=int(limit / ratio),
             trigger_tokens=int(trigger_tokens / ratio),
             target_tokens=int(target / ratio),

@@ -42,10 +42,17 @@ from .located import Draft, Located, SeenView, SessionMemo, extends, view_of
 from .messages import Message, validate_messages
 from .prompt_set import PromptSet
 from .recall_tool import chat_definition
+from .summaries import RECALL_INDEX_TOKENS
 from .results import CompactionEvent, PrepareResult, Trigger
 from .tokens import REPLY_PRIMING_TOKENS, Calibration, TokenCounter
 
 logger = logging.getLogger("summarizer")
+
+
+RECALL_MAX_SHARE = 0.03
+"""Recall is on for a turn only when its tool's definition and a summary's index take at most
+this share of the usable window (about 11,000 tokens or more; in an 8,000-token window they
+would take a seventh of the summary's room)."""
 
 
 class ContextEngine:
@@ -123,8 +130,13 @@ class ContextEngine:
             memo = SessionMemo(best, len(chain), chain[-1], found.generation, seen)
             self.remember(turn.namespace, session, memo)
         fixed = counter.count_tools(turn.tools) + REPLY_PRIMING_TOKENS
-        if turn.recall is not None:  # counted whether or not it is offered yet: never short
-            fixed += counter.count_tools([chat_definition(turn.recall, self.prompts)])
+        recall, recall_tokens = turn.recall, 0
+        if recall is not None:
+            recall_tokens = counter.count_tools([chat_definition(recall, self.prompts)])
+            if recall_tokens + RECALL_INDEX_TOKENS > RECALL_MAX_SHARE * budget.usable:
+                recall, recall_tokens = None, 0  # a small window: recall would crowd it
+            elif best is not None and best.replaced():  # offered: a compaction stands
+                fixed += recall_tokens
         raw_tokens = fixed + counted
         return Located(
             session=session,
@@ -143,7 +155,8 @@ class ContextEngine:
             raw_tokens=raw_tokens,
             calibrated_tokens=self.calibration.apply(turn.model, raw_tokens, turn.namespace),
             generation=found.generation,
-            recall=turn.recall,
+            recall=recall,
+            recall_tokens=recall_tokens,
             secrets=turn.secrets,
         )
 

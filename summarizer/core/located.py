@@ -42,8 +42,26 @@ class Located:
     """The store's generation when the checkpoint was looked up (None: unknown)."""
     recall: str | None = None
     """The turn's ``recall``: the tool the summaries drafted for it name their spans under."""
+    recall_tokens: int = 0
+    """The recall tool's definition, counted: part of ``fixed_tokens`` when the checkpoint the
+    turn stands on replaced something (the tool is then offered), and of every request a
+    compaction of it makes (``fixed_under``). 0: recall is off."""
     secrets: Sequence[str] = field(default=(), repr=False)
     """The turn's ``secrets``: redacted from any checkpoint drafted for it."""
+
+    def fixed_under(self, checkpoint: Checkpoint | None) -> int:
+        """The fixed tokens of this turn's request standing on ``checkpoint``: the recall
+        tool's definition is in them when the checkpoint replaced something."""
+        return self.fixed_tokens - self._offered(self.checkpoint) + self._offered(checkpoint)
+
+    @property
+    def compacted_fixed_tokens(self) -> int:
+        """The fixed tokens of the request a compaction of this turn makes (the recall tool
+        offered, when recall is on)."""
+        return self.fixed_tokens - self._offered(self.checkpoint) + self.recall_tokens
+
+    def _offered(self, checkpoint: Checkpoint | None) -> int:
+        return self.recall_tokens if checkpoint is not None and checkpoint.replaced() else 0
 
     @property
     def checkpoint_id(self) -> str | None:
@@ -54,7 +72,7 @@ class Located:
         """This turn's view under ``checkpoint``, and its counted size (fixed tokens included,
         before calibration)."""
         view = view_of(self.messages, self.digests, checkpoint, self.counter)
-        return view, self.fixed_tokens + sum(item.tokens for item in view)
+        return view, self.fixed_under(checkpoint) + sum(item.tokens for item in view)
 
     def report(self, raw_tokens: int, calibrated: int) -> TokenReport:
         """The token figures of a request of this turn's budget."""

@@ -16,10 +16,10 @@ from .prompt_set import PromptSet
 from .recall_tool import PARAMETERS, RecallTool, chat_definition
 from .results import MODEL_FREE_POLICIES, SummarizeCall, SummaryOutcome
 from .summaries import (
-    FRAME_TOKENS,
     RunRequest,
     RunSummary,
     anchor_of,
+    frame_tokens,
     ledger_note_tokens,
     ledger_run,
     summarize_run,
@@ -41,12 +41,13 @@ def summarize_runs(
     if model_free:
         # The note is fixed text: only the ledger shrinks with the allowance.
         cap = ledger_note_tokens(prompts, located.counter)
-        room = plan.summary_tokens - FRAME_TOKENS - cap
+        room = plan.summary_tokens - frame_tokens(located.recall) - cap
         ledger_cap = max(0, min(config.ledger_max_tokens, room))
     else:
         # The allowance may have shrunk: cap and ledger shrink in proportion.
         full = config.max_summary_tokens + config.ledger_max_tokens
-        share = max(0.0, (plan.summary_tokens - FRAME_TOKENS) / full) if full else 0.0
+        frame = frame_tokens(located.recall)
+        share = max(0.0, (plan.summary_tokens - frame) / full) if full else 0.0
         cap = max(1, min(config.max_summary_tokens, int(config.max_summary_tokens * share)))
         ledger_cap = max(0, int(config.ledger_max_tokens * share))
     cap_key = summary_cap_key(config, located.request)

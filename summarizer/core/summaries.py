@@ -30,6 +30,17 @@ logger = logging.getLogger("summarizer")
 
 FRAME_TOKENS = 120
 """Allowance for the summary message's framing text and overhead."""
+RECALL_INDEX_TOKENS = 160
+"""Allowance for the recall index a summary carries when recall is on (its header and one
+line of at most ``spans.MAX_INDEX_CHARS`` characters)."""
+
+
+def frame_tokens(recall: str | None) -> int:
+    """The allowance of a summary message beside its summary and ledger: the frame, and the
+    recall index when recall is on (``recall``: the tool's name)."""
+    return FRAME_TOKENS + (RECALL_INDEX_TOKENS if recall is not None else 0)
+
+
 ANCHOR_CHARS = 200
 """How much of the kept message before a later run the summary instruction quotes."""
 

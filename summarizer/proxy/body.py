@@ -26,6 +26,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "NestingTooDeep",
     "deeper_than",
+    "json_bytes",
     "json_object",
     "kept_lead",
     "outgoing_body",
@@ -111,6 +112,12 @@ def _replace_lone_surrogates(value: Any) -> None:
                         )
             elif type(child) is dict or type(child) is list:
                 stack.append(child)
+
+
+def json_bytes(value: Any) -> bytes:
+    """``value`` as compact JSON bytes, whatever it holds (integers past 64 bits, NaN, lone
+    surrogates: escaped, as a client itself sends them)."""
+    return _dumps(value)
 
 
 def _dumps(value: Any) -> bytes:

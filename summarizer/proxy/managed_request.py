@@ -4,7 +4,6 @@ SSE comment that tell the client what was done with it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -14,7 +13,7 @@ from ..core.recall_codec import RecallCodec
 from ..core.results import PrepareResult, SummarizeCall
 from . import sse
 from .apis import Api
-from .body import NestingTooDeep, parse_body_noting
+from .body import NestingTooDeep, json_bytes, parse_body_noting
 from .errors import ProxyError
 from .headers import SESSION_HEADER, check_session_header, credential, credential_namespace
 
@@ -112,7 +111,7 @@ class ParsedRequest:
         """Take ``body`` (this request with held recall exchanges put back) as the request;
         ``InvalidConversation`` when it cannot be read as one (it is then left as it was)."""
         self.body = body
-        self.raw = json.dumps(body, ensure_ascii=False).encode()
+        self.raw = json_bytes(body)
 
     def rewrite_answer(self, answer: dict[str, Any], result: PrepareResult | None) -> bool:
         """Change a whole answer for ``result``; by default it is relayed as written."""

@@ -11,7 +11,6 @@ round's upstream failure is passed to the client as it came.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,7 @@ from ..core.recall_codec import RecallStream
 from ..core.recall_loop import RecallLoop, Step, loop_for
 from . import sse
 from .answers import interrupted, invalid_answer, is_event_stream, upstream_error_payload
-from .body import json_object
+from .body import json_bytes, json_object
 from .errors import ProxyError, error_event, error_payload
 from .headers import decoded_response_headers
 
@@ -183,4 +182,4 @@ def _client_event(exchange: Exchange, event: bytes, rewrite: Any) -> bytes | Non
 
 
 def _dumps(body: Mapping[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False).encode()
+    return json_bytes(body)
