@@ -292,9 +292,9 @@ def test_the_tool_is_counted_when_it_is_offered_and_only_then(
     on, off = start_proxy(), start_proxy(db=tmp_path / "off.db", recall=False)
     small = history(turns=2)
     estimates = [
-        client(proxy).chat.completions.with_raw_response.create(
-            model=MODEL, messages=small, tools=[BASH]
-        ).headers["x-summarizer-prompt-tokens"]
+        client(proxy)
+        .chat.completions.with_raw_response.create(model=MODEL, messages=small, tools=[BASH])
+        .headers["x-summarizer-prompt-tokens"]
         for proxy in (on, off)
     ]
     # Not offered yet: the estimate is what goes upstream, as with recall off (a definition

@@ -252,7 +252,10 @@ def test_interleaved_gemini_conversations_of_one_key_never_mix(
             own = first.setdefault(
                 name, {"systemInstruction": wire(body["systemInstruction"]), "tools": wire(tools)}
             )
-            assert own == {"systemInstruction": wire(body["systemInstruction"]), "tools": wire(tools)}
+            assert own == {
+                "systemInstruction": wire(body["systemInstruction"]),
+                "tools": wire(tools),
+            }
             # Every content is this conversation's own, in order (signatures included), the
             # latest user turn as the client sent it, every call answered; it fits the window.
             check_own_and_in_order(contents, body["contents"])

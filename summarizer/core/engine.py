@@ -42,8 +42,8 @@ from .located import Draft, Located, SeenView, SessionMemo, extends, view_of
 from .messages import Message, validate_messages
 from .prompt_set import PromptSet
 from .recall_tool import chat_definition
-from .summaries import RECALL_INDEX_TOKENS
 from .results import CompactionEvent, PrepareResult, Trigger
+from .summaries import RECALL_INDEX_TOKENS
 from .tokens import REPLY_PRIMING_TOKENS, Calibration, TokenCounter
 
 logger = logging.getLogger("summarizer")
