@@ -69,9 +69,11 @@ def continued(
     """``body`` followed by the completion's message and one tool message per ``(call id,
     result text)``: the next request of the loop."""
     message = _message(completion) or {}
-    assistant = {key: message[key] for key in _KEPT_FIELDS if key in message}
+    assistant = {key: message[key] for key in _KEPT_FIELDS if message.get(key) is not None}
     assistant["role"] = "assistant"
-    assistant.setdefault("content", None)
+    # A null content goes as "": the API takes either beside tool calls, and some servers
+    # (llama-cpp-python's) only a string.
+    assistant.setdefault("content", "")
     tools = [{"role": "tool", "tool_call_id": ident, "content": text} for ident, text in results]
     return {**body, "messages": [*body.get("messages", []), assistant, *tools]}
 
