@@ -144,9 +144,39 @@ def run(*, quick: bool, out_dir: Path) -> Section:
         "same model and tools sent), per API: recall off; offered, never called; called alone "
         f"on one agent request in {EVERY} once offered (a text query, answered by the proxy, "
         "which asks again). The cached share is the upstream's cached prompt tokens over all "
-        "prompt tokens (agent requests, recall rounds, summary requests).\n\n" + table(rows)
+        "prompt tokens (agent requests, recall rounds, summary requests).\n\n"
+        + table(rows)
+        + "\n\n"
+        + notes(rows)
     )
     return Section(TITLE, COMMAND, body)
+
+
+def notes(rows: Sequence[Mapping[str, Any]]) -> str:
+    """What the table says, from its own figures: what being offered costs, per API, and what
+    the rounds do to the cached share."""
+    by = {(row["api"], row["mode"]): row for row in rows}
+
+    def share(row: Mapping[str, Any]) -> float:
+        return float(row["cached_tokens"]) / row["prompt_tokens"] if row["prompt_tokens"] else 0.0
+
+    parts = []
+    for api in dict.fromkeys(row["api"] for row in rows):
+        off, offered, called = by[(api, "off")], by[(api, "offered")], by[(api, "called")]
+        tokens = offered["prompt_tokens"] / off["prompt_tokens"] - 1 if off["prompt_tokens"] else 0
+        parts.append(
+            f"{api}: offered, {share(offered) - share(off):+.1%} cached share and "
+            f"{tokens:+.1%} prompt tokens ({offered['compactions'] - off['compactions']:+d} "
+            f"compactions); called, {share(called) - share(off):+.1%} cached share"
+        )
+    return (
+        "Against recall off: " + "; ".join(parts) + ". Being offered costs the tool's "
+        "definition on every request from the first compaction on and a span list in each "
+        "summary, which in this small window also brings compactions a little sooner; the "
+        "summary requests offer the tool too, so they keep the live requests' cached prefix. "
+        "A recall round extends the request before it (the model's call and the result "
+        "appended), so it is read almost whole from the cache."
+    )
 
 
 def main() -> None:

@@ -2,7 +2,8 @@
 
 - :func:`probe_answer_responder` answers a ``probe_answer`` request with the line of the context
   that shares the most words with the question (or "I don't know"), as a model that can only
-  quote what it was shown;
+  quote what it was shown; offered the recall tool and finding no such line, it first calls
+  recall with the question's longest word, then answers from what came back;
 - :func:`probe_judge_responder` grades a ``probe_judge`` request: ``CORRECT`` when the answer
   mentions the reference (``facts.mentions``), else ``INCORRECT``;
 - :func:`from_scratch_responder` summarizes a ``from_scratch_summary`` request's transcript with
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +21,13 @@ from typing import Any
 from summarizer.core.facts import mentions
 from summarizer.core.messages import content_text, message_text
 from summarizer.loaders.prompts import load_prompt
-from summarizer.testing.responders import Reply, Responder, echo_responder, is_summary_request
+from summarizer.testing.responders import (
+    Reply,
+    Responder,
+    ToolCallSpec,
+    echo_responder,
+    is_summary_request,
+)
 from summarizer.testing.summaries import summary_responder
 
 __all__ = [
@@ -61,15 +69,25 @@ def _tag(text: str, name: str) -> str | None:
 
 
 def _last_user_text(body: Mapping[str, Any]) -> str:
+    """The text of the last user message, past the tool results of a recall round after it."""
     messages = _messages(body)
+    while messages and messages[-1].get("role") == "tool":
+        messages = messages[:-1]
+        if messages and messages[-1].get("role") == "assistant":
+            messages = messages[:-1]
     if not messages or messages[-1].get("role") != "user":
         return ""
     return content_text(messages[-1])
 
 
+def _is_probe_question(text: str) -> bool:
+    return text.startswith((_opening("probe_answer"), _opening("probe_answer_recall")))
+
+
 def is_probe_answer_request(body: Mapping[str, Any]) -> bool:
-    """Whether ``body`` asks to answer a probe (its last message is ``probe_answer.md``)."""
-    return _last_user_text(body).startswith(_opening("probe_answer"))
+    """Whether ``body`` asks to answer a probe (its last user message is ``probe_answer.md``
+    or ``probe_answer_recall.md``)."""
+    return _is_probe_question(_last_user_text(body))
 
 
 def is_probe_judge_request(body: Mapping[str, Any]) -> bool:
@@ -88,15 +106,29 @@ def _words(text: str) -> set[str]:
 
 
 def probe_answer_responder(body: dict[str, Any]) -> Reply:
-    """The context line sharing the most words (at least two) with the question, else IDK."""
+    """The context line sharing the most words (at least two) with the question, else IDK; or,
+    when that is IDK, the recall tool is offered and not yet answered, a recall call."""
     question = _tag(_last_user_text(body), "question") or ""
     wanted = _words(question)
     best, best_score = IDK, 1
-    for message in _messages(body)[:-1]:
+    for message in _messages(body):
+        if _is_probe_question(content_text(message)):
+            continue
         for line in message_text(message).splitlines():
             score = len(wanted & _words(line))
             if score > best_score:
                 best, best_score = line.strip(), score
+    offered = any(
+        isinstance(tool, Mapping) and (tool.get("function") or {}).get("name") == "recall"
+        for tool in body.get("tools") or ()
+    )
+    recalled = any(m.get("tool_call_id") == "call_probe_recall" for m in _messages(body))
+    if best == IDK and offered and not recalled and wanted:
+        query = max(sorted(wanted), key=len)
+        arguments = json.dumps({"query": query})
+        return Reply(
+            tool_calls=[ToolCallSpec(id="call_probe_recall", name="recall", arguments=arguments)]
+        )
     return Reply(content=best)
 
 

@@ -281,7 +281,9 @@ def test_model_strategies_and_probes_against_the_test_upstream(tmp_path: Path) -
             assert row.summary and row.summary_tokens > 0
     report = json.loads((out / "report.json").read_text())
     assert all(entry["cost_usd"] is not None for entry in report["cases"])
-    assert "| probe accuracy | full-context accuracy | gap |" in (out / "report.md").read_text()
+    assert "| probe accuracy | with recall | full-context accuracy | gap |" in (
+        out / "report.md"
+    ).read_text()
 
 
 def test_probes_measure_what_compaction_lost(tmp_path: Path) -> None:
@@ -311,6 +313,14 @@ def test_probes_measure_what_compaction_lost(tmp_path: Path) -> None:
     assert rows["truncate"].probe_accuracy == 0.0 and rows["truncate"].probe_accuracy_full == 1.0
     assert rows["truncate"].probe_gap == 1.0
     assert rows["self-summary"].probe_accuracy == 1.0 and rows["self-summary"].probe_gap == 0.0
+    # With the recall tool offered, the model reads the URL back from what truncation replaced.
+    assert rows["truncate"].probe_accuracy_recall == 1.0
+    (probe,) = rows["truncate"].probes or []
+    assert probe.recall_calls == 1 and probe.recall_correct is True
+    assert "postgres://db.internal:5432/billing" in (probe.recall_answer or "")
+    # A summary that carries it answers without asking.
+    (carried,) = rows["self-summary"].probes or []
+    assert carried.recall_calls == 0 and carried.recall_correct is True
 
 
 def test_a_failed_model_call_makes_an_error_row_that_the_next_run_retries(tmp_path: Path) -> None:

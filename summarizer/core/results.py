@@ -46,6 +46,9 @@ class SummaryOutcome(BaseModel):
     latency_s: float = 0.0
     tool_called: bool = False
     """Whether the model answered with a tool call (forbidden in a summary request)."""
+    tool_calls: SkipValidation[list[dict[str, Any]]] = Field(default_factory=list)
+    """The answer's tool calls, as chat completions write them (the evaluator's probes answer
+    the recall tool's)."""
     error: str | None = None
     """Set when the call failed after its retries; never contains a credential."""
     failed_attempts: list[str] = Field(default_factory=list)

@@ -22,9 +22,9 @@ from ..loaders.tokenizers import make_counter
 from .compaction import CompactionInput, Strategy, SummaryClient, request_tokens
 from .dataset import Case
 from .metrics import compression_ratio, context_text, extracted_fact_recall, gold_fact_recall
-from .probes import Graded, accuracy, grade_probes, probe_results
+from .probes import Graded, accuracy, grade_probe_with_recall, grade_probes, probe_results
 from .records import DEFAULT_MAX_SUMMARY_TOKENS, ResultRow, RowKey
-from .recoverable import recoverable_recall
+from .recoverable import recoverable_recall, replaced_spans
 
 DEFAULT_AGENT_MODEL = "gpt-4o"
 """Counts and prices a case that names no model when the run names none either."""
@@ -201,17 +201,31 @@ class Evaluator:
             version=self.settings.prompt_version,
         )
         full = self.full_probes.get(case)
+        spans = replaced_spans(case.messages, messages)
+        recalled = [
+            grade_probe_with_recall(
+                self.client,
+                messages,
+                spans,
+                case.messages,
+                probe,
+                model=model,
+                version=self.settings.prompt_version,
+            )
+            for probe in case.probes
+        ]
         update: dict[str, object] = {"probe_latency_s": time.monotonic() - started}
-        errors = [g.error for g in [*compacted, *full] if g.error]
+        errors = [g.error for g in [*compacted, *full, *recalled] if g.error]
         if errors:
             return update | {"status": "error", "error": errors[0]}
         ours = accuracy([g.correct for g in compacted])
         theirs = accuracy([g.correct for g in full])
         return update | {
-            "probes": probe_results(case.probes, compacted, full),
+            "probes": probe_results(case.probes, compacted, full, recalled),
             "probe_accuracy": ours,
             "probe_accuracy_full": theirs,
             "probe_gap": theirs - ours if ours is not None and theirs is not None else None,
+            "probe_accuracy_recall": accuracy([g.correct for g in recalled]),
         }
 
 

@@ -177,6 +177,7 @@ class StrategyAggregate(BaseModel):
     probe_accuracy: float | None = None
     probe_accuracy_full: float | None = None
     probe_gap: float | None = None
+    probe_accuracy_recall: float | None = None
     missed_by_kind: dict[str, int] = Field(default_factory=dict)
     """Missed gold facts, counted by kind over every case."""
     verdicts: dict[str, int] = Field(default_factory=dict)
@@ -289,6 +290,7 @@ def aggregate(
                 probe_accuracy=mean(row.probe_accuracy for row in ok),
                 probe_accuracy_full=mean(row.probe_accuracy_full for row in ok),
                 probe_gap=mean(row.probe_gap for row in ok),
+                probe_accuracy_recall=mean(row.probe_accuracy_recall for row in ok),
                 missed_by_kind=missed_by_kind(ok),
                 verdicts=verdict_counts(ok),
                 cases=len({row.case_id for row in group}),

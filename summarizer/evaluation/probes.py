@@ -6,7 +6,11 @@ last user message, with the case's tools and ``tool_choice: "none"`` (so, like a
 request, it is the context the agent would send, plus one message). The judge request is
 ``probe_judge.md`` alone, with the question, the reference answer and the answer to grade; the
 judge replies ``CORRECT`` or ``INCORRECT``. The gap between the two accuracies is what the
-compaction cost in answers.
+compaction cost in answers. A third answer, from the compacted context with the recall tool
+offered (``grade_probe_with_recall``: ``probe_answer_recall.md``, which tells the model to look
+there, the tool alone, ``tool_choice: "auto"``; each recall call
+answered from the messages the compaction replaced, as the proxy would, for at most
+``recall_loop.MAX_ROUNDS`` rounds), says how much of that the model gets back by asking.
 
 Model calls go through a ``SummaryClient`` (``upstream.OpenAISummaryClient``: tenacity retries,
 never raises). A call that fails after its retries leaves the probe ungraded (``None``) and its
@@ -20,8 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.recall_chat import CHAT
+from ..core.recall_loop import MAX_ROUNDS
+from ..core.recall_tool import answer_call, chat_definition, read_call
 from ..core.results import SummarizeCall
-from ..loaders.prompts import render_prompt
+from ..core.spans import Span
+from ..loaders.prompts import load_prompt_set, render_prompt
 from .compaction import SummaryClient
 from .dataset import Probe
 from .metrics import mean
@@ -42,6 +50,8 @@ class Graded:
     answer: str | None
     correct: bool | None
     error: str | None = None
+    recall_calls: int = 0
+    """Recall calls made before the answer (``grade_probe_with_recall``)."""
 
 
 def answer_request(
@@ -119,6 +129,51 @@ def grade_probe(
     return Graded(answer=answer, correct=parse_verdict(judged.text))
 
 
+def grade_probe_with_recall(
+    client: SummaryClient,
+    context: Sequence[Mapping[str, Any]],
+    spans: Sequence[Span],
+    raw: Sequence[Mapping[str, Any]],
+    probe: Probe,
+    *,
+    model: str,
+    version: str,
+) -> Graded:
+    """Answer ``probe`` from ``context`` with the recall tool offered over ``spans`` of ``raw``
+    (the messages the compaction replaced), its calls answered until the model answers or the
+    rounds run out; then grade the answer."""
+    body = answer_request(context, None, probe.question, model=model, version=version)
+    asked_with_recall = render_prompt("probe_answer_recall", version, question=probe.question)
+    body["messages"][-1] = {"role": "user", "content": asked_with_recall}
+    body |= {"tools": [chat_definition("recall", load_prompt_set(version))], "tool_choice": "auto"}
+    calls = 0
+    for round_ in range(MAX_ROUNDS + 1):
+        asked = client(SummarizeCall(body=body))
+        if asked.error is not None:
+            return Graded(None, None, error=f"probe answer with recall: {asked.error}")
+        if not asked.tool_calls or round_ == MAX_ROUNDS:
+            break
+        results = []
+        for call in asked.tool_calls:
+            function = call.get("function") or {}
+            calls += 1
+            found = answer_call(read_call(function.get("arguments")), spans, raw)
+            results.append((str(call.get("id")), found.render()))
+        message = {"role": "assistant", "content": asked.text, "tool_calls": asked.tool_calls}
+        body = CHAT.continued(body, {"choices": [{"message": message}]}, results)
+    answer = (asked.text or "").strip()
+    if not answer:
+        return Graded(answer="", correct=False, recall_calls=calls)
+    judged = client(
+        SummarizeCall(
+            body=judge_request(probe.question, probe.answer, answer, model=model, version=version)
+        )
+    )
+    if judged.error is not None:
+        return Graded(answer, None, error=f"probe judge: {judged.error}", recall_calls=calls)
+    return Graded(answer, parse_verdict(judged.text), recall_calls=calls)
+
+
 def grade_probes(
     client: SummaryClient,
     context: Sequence[Mapping[str, Any]],
@@ -135,9 +190,14 @@ def grade_probes(
 
 
 def probe_results(
-    probes: Sequence[Probe], compacted: Sequence[Graded], full: Sequence[Graded]
+    probes: Sequence[Probe],
+    compacted: Sequence[Graded],
+    full: Sequence[Graded],
+    recalled: Sequence[Graded] | None = None,
 ) -> list[ProbeResult]:
-    """The row's probe records: each probe with both answers and grades."""
+    """The row's probe records: each probe with its answers and grades (``recalled``: the ones
+    with the recall tool, when asked)."""
+    with_recall: Sequence[Graded | None] = recalled or [None] * len(probes)
     return [
         ProbeResult(
             question=probe.question,
@@ -146,8 +206,11 @@ def probe_results(
             correct=c.correct,
             full_answer=f.answer,
             full_correct=f.correct,
+            recall_answer=r.answer if r is not None else None,
+            recall_correct=r.correct if r is not None else None,
+            recall_calls=r.recall_calls if r is not None else 0,
         )
-        for probe, c, f in zip(probes, compacted, full, strict=True)
+        for probe, c, f, r in zip(probes, compacted, full, with_recall, strict=True)
     ]
 
 

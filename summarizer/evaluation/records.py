@@ -71,6 +71,11 @@ class ProbeResult(BaseModel):
     """None when the answer or its grading failed."""
     full_answer: str | None
     full_correct: bool | None
+    recall_answer: str | None = None
+    """The answer from the compacted context with the recall tool offered (None: not asked)."""
+    recall_correct: bool | None = None
+    recall_calls: int = 0
+    """Recall calls the model made before that answer."""
 
 
 class ResultRow(BaseModel):
@@ -126,6 +131,9 @@ class ResultRow(BaseModel):
     probe_accuracy_full: float | None = None
     probe_gap: float | None = None
     """``probe_accuracy_full - probe_accuracy``: what compaction cost in answers."""
+    probe_accuracy_recall: float | None = None
+    """Probe accuracy from the compacted context with the recall tool offered (the model may
+    read back what the compaction replaced); None in rows written before it was measured."""
     latency_s: float = 0.0
     """Wall time of the compaction, model calls included, probes excluded."""
     probe_latency_s: float | None = None

@@ -106,6 +106,7 @@ def report_data(
                 "probe_accuracy": row.probe_accuracy,
                 "probe_accuracy_full": row.probe_accuracy_full,
                 "probe_gap": row.probe_gap,
+                "probe_accuracy_recall": row.probe_accuracy_recall,
                 "notes": row.notes,
                 "failure": row.failure,
             }

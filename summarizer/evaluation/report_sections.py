@@ -77,7 +77,7 @@ def strategy_table(aggregates: Sequence[StrategyAggregate]) -> Table:
     headers += ["cost per case"] if costs else []
     headers.append("latency (s)")
     if probes:
-        headers += ["probe accuracy", "full-context accuracy", "gap"]
+        headers += ["probe accuracy", "with recall", "full-context accuracy", "gap"]
     lines: list[list[Cell]] = []
     for a in aggregates:
         line: list[Cell] = [
@@ -99,7 +99,12 @@ def strategy_table(aggregates: Sequence[StrategyAggregate]) -> Table:
         line += [usd(a.cost_usd)] if costs else []
         line.append(num(a.latency_s, 2))
         if probes:
-            line += [pct(a.probe_accuracy), pct(a.probe_accuracy_full), pct(a.probe_gap)]
+            line += [
+                pct(a.probe_accuracy),
+                pct(a.probe_accuracy_recall),
+                pct(a.probe_accuracy_full),
+                pct(a.probe_gap),
+            ]
         lines.append(line)
     return headers, lines, 1
 

@@ -210,6 +210,7 @@ def _outcome(completion: Any, started: float) -> SummaryOutcome:
         cached_tokens=_tokens(getattr(details, "cached_tokens", None)),
         completion_tokens=_tokens(getattr(usage, "completion_tokens", None)),
         tool_called=bool(getattr(message, "tool_calls", None)),
+        tool_calls=[call.model_dump() for call in getattr(message, "tool_calls", None) or ()],
         latency_s=latency,
     )
 
