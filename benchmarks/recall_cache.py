@@ -165,9 +165,9 @@ def notes(rows: Sequence[Mapping[str, Any]]) -> str:
         off, offered, called = by[(api, "off")], by[(api, "offered")], by[(api, "called")]
         tokens = offered["prompt_tokens"] / off["prompt_tokens"] - 1 if off["prompt_tokens"] else 0
         parts.append(
-            f"{api}: offered, {share(offered) - share(off):+.1%} cached share and "
-            f"{tokens:+.1%} prompt tokens ({offered['compactions'] - off['compactions']:+d} "
-            f"compactions); called, {share(called) - share(off):+.1%} cached share"
+            f"{api}: offered, {100 * (share(offered) - share(off)):+.1f} points of cached share "
+            f"and {tokens:+.1%} prompt tokens ({offered['compactions'] - off['compactions']:+d} "
+            f"compactions); called, {100 * (share(called) - share(off)):+.1f} points"
         )
     return (
         "Against recall off: " + "; ".join(parts) + ". Being offered costs the tool's "
