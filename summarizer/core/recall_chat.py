@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .recall_chat_stream import ChatStream
-from .recall_codec import Held, RecallStream, ToolCall
+from .recall_codec import FunctionCodec, Held, RecallStream, ToolCall
 from .recall_tool import RecallTool
 
 _KEPT_FIELDS = ("role", "content", "tool_calls")
@@ -157,44 +157,10 @@ def _message(completion: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return message if isinstance(message, Mapping) else None
 
 
-class ChatRecall:
-    """The recall tool on chat completions (``RecallCodec``)."""
-
-    def may_offer(self, body: Mapping[str, Any]) -> bool:
-        """See ``may_offer``."""
-        return may_offer(body)
-
-    def offered(self, body: Mapping[str, Any], tool: RecallTool) -> dict[str, Any]:
-        """See ``offered``."""
-        return offered(body, tool)
-
-    def calls(self, answer: Mapping[str, Any]) -> list[ToolCall]:
-        """See ``calls``."""
-        return calls(answer)
-
-    def continued(
-        self,
-        body: Mapping[str, Any],
-        answer: Mapping[str, Any],
-        results: Sequence[tuple[str, str]],
-    ) -> dict[str, Any]:
-        """See ``continued``."""
-        return continued(body, answer, results)
-
-    def without(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
-        """See ``without``."""
-        return without(answer, name)
-
-    def spliced(
-        self, body: Mapping[str, Any], find: Callable[[tuple[str, ...]], Held | None]
-    ) -> dict[str, Any] | None:
-        """See ``spliced``."""
-        return spliced(body, find)
-
-    def stream(self, after: RecallStream | None) -> RecallStream:
-        """A streamed round's reader (``ChatStream``)."""
-        return ChatStream(after if isinstance(after, ChatStream) else None)
+def _stream(after: RecallStream | None) -> RecallStream:
+    """A streamed round's reader (``ChatStream``), continuing ``after``."""
+    return ChatStream(after if isinstance(after, ChatStream) else None)
 
 
-CHAT = ChatRecall()
+CHAT = FunctionCodec(may_offer, offered, calls, continued, without, spliced, _stream)
 """The chat completions codec of the recall loop."""

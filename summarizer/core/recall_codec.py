@@ -115,3 +115,20 @@ class RecallCodec(Protocol):
         """A streamed round's reader; ``after``: the round before it, whose held events were
         dropped (this round's events continue what that one relayed)."""
         ...
+
+
+@dataclass(frozen=True)
+class FunctionCodec:
+    """A ``RecallCodec`` made of one API's module functions (each codec module builds one)."""
+
+    may_offer: Callable[[Mapping[str, Any]], bool]
+    offered: Callable[[Mapping[str, Any], RecallTool], dict[str, Any]]
+    calls: Callable[[Mapping[str, Any]], list[ToolCall]]
+    continued: Callable[
+        [Mapping[str, Any], Mapping[str, Any], Sequence[tuple[str, str]]], dict[str, Any]
+    ]
+    without: Callable[[Mapping[str, Any], str], dict[str, Any]]
+    spliced: Callable[
+        [Mapping[str, Any], Callable[[tuple[str, ...]], Held | None]], dict[str, Any] | None
+    ]
+    stream: Callable[[RecallStream | None], RecallStream]

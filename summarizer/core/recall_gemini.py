@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .recall_codec import Held, RecallStream, ToolCall
+from .recall_codec import FunctionCodec, Held, RecallStream, ToolCall
 from .recall_gemini_stream import (
     EMPTY_TEXT,
     SKIP_SIGNATURE,
@@ -32,7 +32,6 @@ from .recall_tool import RecallTool
 __all__ = [
     "GEMINI",
     "SKIP_SIGNATURE",
-    "GeminiRecall",
     "GeminiStream",
     "calls",
     "continued",
@@ -282,44 +281,10 @@ def _with_recall_responses(
     }
 
 
-class GeminiRecall:
-    """The recall tool on Gemini's ``generateContent`` (``RecallCodec``)."""
-
-    def may_offer(self, body: Mapping[str, Any]) -> bool:
-        """See ``may_offer``."""
-        return may_offer(body)
-
-    def offered(self, body: Mapping[str, Any], tool: RecallTool) -> dict[str, Any]:
-        """See ``offered``."""
-        return offered(body, tool)
-
-    def calls(self, answer: Mapping[str, Any]) -> list[ToolCall]:
-        """See ``calls``."""
-        return calls(answer)
-
-    def continued(
-        self,
-        body: Mapping[str, Any],
-        answer: Mapping[str, Any],
-        results: Sequence[tuple[str, str]],
-    ) -> dict[str, Any]:
-        """See ``continued``."""
-        return continued(body, answer, results)
-
-    def without(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
-        """See ``without``."""
-        return without(answer, name)
-
-    def spliced(
-        self, body: Mapping[str, Any], find: Callable[[tuple[str, ...]], Held | None]
-    ) -> dict[str, Any] | None:
-        """See ``spliced``."""
-        return spliced(body, find)
-
-    def stream(self, after: RecallStream | None) -> RecallStream:
-        """A streamed round's reader (``GeminiStream``)."""
-        return GeminiStream(after if isinstance(after, GeminiStream) else None)
+def _stream(after: RecallStream | None) -> RecallStream:
+    """A streamed round's reader (``GeminiStream``), continuing ``after``."""
+    return GeminiStream(after if isinstance(after, GeminiStream) else None)
 
 
-GEMINI = GeminiRecall()
+GEMINI = FunctionCodec(may_offer, offered, calls, continued, without, spliced, _stream)
 """The Gemini codec of the recall loop."""

@@ -15,7 +15,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .recall_codec import Held, RecallStream, ToolCall
+from .recall_codec import FunctionCodec, Held, RecallStream, ToolCall
 from .recall_responses_stream import ResponsesStream, is_call_of
 from .recall_tool import RecallTool
 
@@ -187,44 +187,10 @@ def _output(response: Mapping[str, Any]) -> list[Any]:
     return output if isinstance(output, list) else []
 
 
-class ResponsesRecall:
-    """The recall tool on the Responses API (``RecallCodec``)."""
-
-    def may_offer(self, body: Mapping[str, Any]) -> bool:
-        """See ``may_offer``."""
-        return may_offer(body)
-
-    def offered(self, body: Mapping[str, Any], tool: RecallTool) -> dict[str, Any]:
-        """See ``offered``."""
-        return offered(body, tool)
-
-    def calls(self, answer: Mapping[str, Any]) -> list[ToolCall]:
-        """See ``calls``."""
-        return calls(answer)
-
-    def continued(
-        self,
-        body: Mapping[str, Any],
-        answer: Mapping[str, Any],
-        results: Sequence[tuple[str, str]],
-    ) -> dict[str, Any]:
-        """See ``continued``."""
-        return continued(body, answer, results)
-
-    def without(self, answer: Mapping[str, Any], name: str) -> dict[str, Any]:
-        """See ``without``."""
-        return without(answer, name)
-
-    def spliced(
-        self, body: Mapping[str, Any], find: Callable[[tuple[str, ...]], Held | None]
-    ) -> dict[str, Any] | None:
-        """See ``spliced``."""
-        return spliced(body, find)
-
-    def stream(self, after: RecallStream | None) -> RecallStream:
-        """A streamed round's reader (``ResponsesStream``)."""
-        return ResponsesStream(after if isinstance(after, ResponsesStream) else None)
+def _stream(after: RecallStream | None) -> RecallStream:
+    """A streamed round's reader (``ResponsesStream``), continuing ``after``."""
+    return ResponsesStream(after if isinstance(after, ResponsesStream) else None)
 
 
-RESPONSES = ResponsesRecall()
+RESPONSES = FunctionCodec(may_offer, offered, calls, continued, without, spliced, _stream)
 """The Responses API codec of the recall loop."""
