@@ -281,9 +281,10 @@ def test_model_strategies_and_probes_against_the_test_upstream(tmp_path: Path) -
             assert row.summary and row.summary_tokens > 0
     report = json.loads((out / "report.json").read_text())
     assert all(entry["cost_usd"] is not None for entry in report["cases"])
-    assert "| probe accuracy | with recall | full-context accuracy | gap |" in (
-        out / "report.md"
-    ).read_text()
+    assert (
+        "| probe accuracy | with recall | full-context accuracy | gap |"
+        in (out / "report.md").read_text()
+    )
 
 
 def test_probes_measure_what_compaction_lost(tmp_path: Path) -> None:
