@@ -11,8 +11,8 @@ round's upstream failure is passed to the client as it came.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx2
 from starlette.responses import Response
@@ -27,7 +27,31 @@ from .headers import decoded_response_headers
 
 if TYPE_CHECKING:
     from .chat_context import ChatContext
-    from .exchange import Exchange
+    from .exchange_services import ExchangeServices
+    from .managed_request import ManagedRequest
+
+
+class Exchange(Protocol):
+    """What the loop uses of the exchange it runs in (``exchange.Exchange``): its request,
+    context and services, and how it sends a body, reads an answer and answers the client."""
+
+    services: ExchangeServices
+    chat: ManagedRequest
+    context: ChatContext
+
+    async def send(self, content: bytes | None = None) -> httpx2.Response:
+        """Send a body upstream (its answer streamed)."""
+        ...
+
+    async def read(self, response: httpx2.Response) -> bytes:
+        """The whole body of an upstream answer."""
+        ...
+
+    def answered(
+        self, status: int, upstream_headers: Iterable[tuple[str, str]], content: bytes
+    ) -> tuple[Response, Any]:
+        """The answer to relay for a whole upstream answer, and its usage."""
+        ...
 
 
 def recall_loop(context: ChatContext) -> RecallLoop | None:
