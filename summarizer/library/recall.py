@@ -18,6 +18,7 @@ from typing import Any
 
 from ..core.located import Located
 from ..core.recall_chat import CHAT
+from ..core.recall_codec import RecallStream as RoundStream
 from ..core.recall_loop import RecallLoop, Step, loop_for
 from ..core.recall_tool import recall_tool, tool_names
 from ..core.results import PrepareResult
@@ -62,19 +63,26 @@ class WrapRecall:
             self.held.put(NAMESPACE, step.held)
 
 
+def _settled(recall: WrapRecall, loop: RecallLoop, response: Any) -> tuple[Any, Any]:
+    """After a round's completion: the caller's completion (None while the model is asked
+    again, the recall calls taken out when any are left), and the body to ask again with."""
+    answer = response.model_dump()
+    step = loop.step(answer)
+    if step.again is not None:
+        return None, step.again
+    recall.ended(step)
+    final = response if step.answer is answer else type(response).model_validate(step.answer)
+    return final, None
+
+
 def answered(
     recall: WrapRecall, loop: RecallLoop, response: Any, send: Callable[..., Any]
 ) -> tuple[Any, Any]:
     """The caller's completion after the rounds, and the first round's usage."""
     usage = getattr(response, "usage", None)
-    while True:
-        answer = response.model_dump()
-        step = loop.step(answer)
-        if step.again is None:
-            break
-        response = send(**step.again)
-    recall.ended(step)
-    final = response if step.answer is answer else type(response).model_validate(step.answer)
+    final, again = _settled(recall, loop, response)
+    while again is not None:
+        final, again = _settled(recall, loop, send(**again))
     return final, usage
 
 
@@ -83,14 +91,9 @@ async def aanswered(
 ) -> tuple[Any, Any]:
     """The async twin of ``answered``."""
     usage = getattr(response, "usage", None)
-    while True:
-        answer = response.model_dump()
-        step = loop.step(answer)
-        if step.again is None:
-            break
-        response = await send(**step.again)
-    recall.ended(step)
-    final = response if step.answer is answer else type(response).model_validate(step.answer)
+    final, again = _settled(recall, loop, response)
+    while again is not None:
+        final, again = _settled(recall, loop, await send(**again))
     return final, usage
 
 
@@ -113,6 +116,23 @@ class _Chunks:
         self._send = send
         self._on_usage = on_usage
         self._show_usage = show_usage
+
+    def _fed(self, stream: RoundStream, chunk: Any, kind: Any) -> list[Any]:
+        """The chunks to give the caller for one SDK chunk of the round under way."""
+        events = stream.feed(build_event(chunk.model_dump(exclude_unset=True)))
+        return [shown for out in events if (shown := self._shown(kind, out)) is not None]
+
+    def _ended(self, stream: RoundStream, kind: Any) -> tuple[list[Any], dict[str, Any] | None]:
+        """At a round's end: the chunks to give the caller, and the body to ask again with
+        (None: the stream is over, its held chunks released, recall calls taken out)."""
+        answer = stream.answer()
+        step = self._loop.step(answer)
+        if step.again is not None:
+            return [], step.again
+        self._recall.ended(step)
+        name = self._loop.tool.name if step.answer is not answer else None
+        released = stream.release(name)
+        return [shown for out in released if (shown := self._shown(kind, out)) is not None], None
 
     def _shown(self, kind: Any, event: bytes) -> Any:
         """The chunk an event is, as the SDK types it; None for a usage chunk the caller did
@@ -141,23 +161,14 @@ class RecallStream(_Chunks):
                 kind = type(chunk)
                 if first and getattr(chunk, "usage", None) is not None:
                     self._on_usage(chunk.usage)
-                for out in stream.feed(build_event(chunk.model_dump(exclude_unset=True))):
-                    shown = self._shown(kind, out)
-                    if shown is not None:
-                        yield shown
+                yield from self._fed(stream, chunk, kind)
             first = False
-            answer = stream.answer()
-            step = self._loop.step(answer)
-            if step.again is None:
-                self._recall.ended(step)
-                name = self._loop.tool.name if step.answer is not answer else None
-                for out in stream.release(name):
-                    shown = self._shown(kind, out)
-                    if shown is not None:
-                        yield shown
+            last, again = self._ended(stream, kind)
+            yield from last
+            if again is None:
                 return
             self._inner.close()
-            self._inner = self._send(**step.again)
+            self._inner = self._send(**again)
             stream = self._loop.codec.stream(stream)
 
     def __enter__(self) -> RecallStream:
@@ -186,23 +197,16 @@ class AsyncRecallStream(_Chunks):
                 kind = type(chunk)
                 if first and getattr(chunk, "usage", None) is not None:
                     await self._on_usage(chunk.usage)
-                for out in stream.feed(build_event(chunk.model_dump(exclude_unset=True))):
-                    shown = self._shown(kind, out)
-                    if shown is not None:
-                        yield shown
+                for shown in self._fed(stream, chunk, kind):
+                    yield shown
             first = False
-            answer = stream.answer()
-            step = self._loop.step(answer)
-            if step.again is None:
-                self._recall.ended(step)
-                name = self._loop.tool.name if step.answer is not answer else None
-                for out in stream.release(name):
-                    shown = self._shown(kind, out)
-                    if shown is not None:
-                        yield shown
+            last, again = self._ended(stream, kind)
+            for shown in last:
+                yield shown
+            if again is None:
                 return
             await self._inner.close()
-            self._inner = await self._send(**step.again)
+            self._inner = await self._send(**again)
             stream = self._loop.codec.stream(stream)
 
     async def __aenter__(self) -> AsyncRecallStream:
