@@ -117,10 +117,6 @@ def _replace_lone_surrogates(value: Any) -> None:
 def json_bytes(value: Any) -> bytes:
     """``value`` as compact JSON bytes, whatever it holds (integers past 64 bits, NaN, lone
     surrogates: escaped, as a client itself sends them)."""
-    return _dumps(value)
-
-
-def _dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:  # integers beyond 64 bits, NaN, lone surrogates: the stdlib writes them
@@ -170,7 +166,7 @@ def outgoing_body(
             **(options if isinstance(options, Mapping) else {}),
             "include_usage": True,
         }
-    return _dumps(out)
+    return json_bytes(out)
 
 
 def kept_lead(raw: bytes, body: Mapping[str, Any], *, stream: bool) -> tuple[bytes, int] | None:
@@ -202,4 +198,4 @@ def replaced_body(raw: bytes, body: Mapping[str, Any], fields: Mapping[str, Any]
             exact_items = exact.get(key) or []
             value = [exact_items[index[id(v)]] if id(v) in index else v for v in value]
         out[key] = value
-    return _dumps(out)
+    return json_bytes(out)

@@ -64,7 +64,7 @@ def offered_body(loop: RecallLoop, outgoing: bytes) -> bytes:
     """The outgoing body with the tool offered (the loop's first request)."""
     body = json_object(outgoing, exact=True)
     assert body is not None  # the proxy's own serialization of a JSON object
-    return _dumps(loop.first(body))
+    return json_bytes(loop.first(body))
 
 
 def recall_headers(loop: RecallLoop) -> dict[str, str]:
@@ -112,7 +112,7 @@ async def whole_answer(exchange: Exchange, loop: RecallLoop, response: httpx2.Re
         if step.again is None:
             break
         rounds += 1
-        response = await exchange.send(_dumps(step.again))
+        response = await exchange.send(json_bytes(step.again))
         content = await exchange.read(response)
         status, upstream_headers = response.status_code, response.headers.items()
         if not response.is_success:  # passed through as the upstream wrote it
@@ -124,7 +124,7 @@ async def whole_answer(exchange: Exchange, loop: RecallLoop, response: httpx2.Re
             return Response(content, status_code=status, headers=headers)
     account(exchange, loop, step)
     if step.answer is not answer:  # recall calls taken out: the answer is written anew
-        content = _dumps(step.answer)
+        content = json_bytes(step.answer)
     answered, _ = exchange.answered(status, upstream_headers, content)
     answered.headers.update(recall_headers(loop))
     await exchange.context.observe(first_usage)
@@ -174,7 +174,7 @@ async def relay(
                     if kept:
                         yield kept
                 return
-            response = await exchange.send(_dumps(step.again))
+            response = await exchange.send(json_bytes(step.again))
             if not response.is_success or not is_event_stream(response):
                 content = await exchange.read(response)
                 account(exchange, loop, Step(answer))
@@ -203,7 +203,3 @@ def _client_event(exchange: Exchange, event: bytes, rewrite: Any) -> bytes | Non
     if chat.event_usage(event) is not None and not chat.keep_event(event):
         return None
     return event if rewrite is None else rewrite(event)
-
-
-def _dumps(body: Mapping[str, Any]) -> bytes:
-    return json_bytes(body)

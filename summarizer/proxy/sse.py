@@ -6,9 +6,9 @@ held back is the usage-only chunk a client did not ask for (``stream_options.inc
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..core.sse_events import build_event, event_payload
 from .body import json_object
 
 _BOUNDARIES = (b"\r\n\r\n", b"\n\n", b"\r\r")
@@ -42,14 +42,8 @@ class EventSplitter:
         return rest
 
 
-def event_data(event: bytes) -> bytes:
-    """The ``data:`` payload of an event (several data lines joined by newlines)."""
-    lines = []
-    for line in event.splitlines():
-        if line.startswith(b"data:"):
-            value = line[5:]
-            lines.append(value[1:] if value.startswith(b" ") else value)
-    return b"\n".join(lines)
+event_data = event_payload
+"""The ``data:`` payload of an event (several data lines joined by newlines)."""
 
 
 def event_object(event: bytes) -> dict[str, Any] | None:
@@ -88,4 +82,4 @@ def comment(text: str) -> bytes:
 
 def data_event(payload: Any) -> bytes:
     """A ``data:`` event carrying ``payload`` as JSON."""
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+    return build_event(payload)
