@@ -80,6 +80,9 @@ class ContextEngine:
         self._latest: OrderedDict[tuple[str, str], SessionMemo] = OrderedDict()
         self._latest_lock = threading.Lock()
         self._memo_size = memo_size
+        # The recall tool's counted definition per (its name, the model): counting it anew
+        # cost about 17 us a request. Model names come from clients: bounded like the memos.
+        self._recall_tokens: dict[tuple[str, str], int] = {}
 
     # -- locating -----------------------------------------------------------------------------
 
@@ -132,7 +135,7 @@ class ContextEngine:
         fixed = counter.count_tools(turn.tools) + REPLY_PRIMING_TOKENS
         recall, recall_tokens = turn.recall, 0
         if recall is not None:
-            recall_tokens = counter.count_tools([chat_definition(recall, self.prompts)])
+            recall_tokens = self._recall_tool_tokens(recall, turn.model, counter)
             if recall_tokens + RECALL_INDEX_TOKENS > RECALL_MAX_SHARE * budget.usable:
                 recall, recall_tokens = None, 0  # a small window: recall would crowd it
             elif best is not None and best.replaced():  # offered: a compaction stands
@@ -159,6 +162,17 @@ class ContextEngine:
             recall_tokens=recall_tokens,
             secrets=turn.secrets,
         )
+
+    def _recall_tool_tokens(self, name: str, model: str, counter: TokenCounter) -> int:
+        """The recall tool's definition, named ``name``, counted for ``model``."""
+        key = (name, model)
+        tokens = self._recall_tokens.get(key)
+        if tokens is None:
+            tokens = counter.count_tools([chat_definition(name, self.prompts)])
+            if len(self._recall_tokens) >= self._memo_size:
+                self._recall_tokens.clear()
+            self._recall_tokens[key] = tokens
+        return tokens
 
     def refresh(self, located: Located) -> Effects[Located]:
         """``located`` after a wait: with the checkpoint another thread or process wrote for
