@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from summarizer.cli.demo import run_coding_session
-from summarizer.core.recall_tool import tool_names
+from summarizer.core.recall_tool import declared_tool_names
 from summarizer.testing import Reply, Responder, ToolCallSpec, is_summary_request
 
 from .results import Section, markdown_table, print_section
@@ -52,7 +52,7 @@ class CallsRecall:
         self.calls = 0
 
     def __call__(self, body: dict[str, Any]) -> Reply:
-        if is_summary_request(body) or "recall" not in tool_names(body.get("tools")):
+        if is_summary_request(body) or "recall" not in declared_tool_names(body.get("tools")):
             return self.inner(body)
         self.offered += 1
         if self.offered % self.every:

@@ -83,7 +83,7 @@ def chat_definition(name: str, prompts: PromptSet) -> dict[str, Any]:
     }
 
 
-def tool_names(tools: Iterable[Any] | None) -> set[str]:
+def declared_tool_names(tools: Iterable[Any] | None) -> set[str]:
     """The names of the agent's own tools, in any API's shape (``name``, ``function.name``,
     Gemini's ``functionDeclarations``): the names the recall tool must not take."""
     names: set[str] = set()

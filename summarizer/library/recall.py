@@ -20,7 +20,7 @@ from ..core.located import Located
 from ..core.recall_chat import CHAT
 from ..core.recall_codec import RecallStream as RoundStream
 from ..core.recall_loop import RecallLoop, Step, loop_for
-from ..core.recall_tool import recall_tool, tool_names
+from ..core.recall_tool import declared_tool_names, recall_tool
 from ..core.results import PrepareResult
 from ..core.sse_events import build_event, event_json
 from .manager import ContextManager
@@ -42,7 +42,7 @@ class WrapRecall:
         ``n`` leaves it no room)."""
         if not self.manager.config.recall or not CHAT.may_offer(kwargs):
             return None
-        tool = recall_tool(self.manager.engine.prompts, tool_names(kwargs.get("tools")))
+        tool = recall_tool(self.manager.engine.prompts, declared_tool_names(kwargs.get("tools")))
         return tool.name if tool is not None else None
 
     def spliced(self, messages: Any, kwargs: dict[str, Any]) -> Any:

@@ -28,7 +28,7 @@ from ..core.errors import (
     UnknownModelError,
 )
 from ..core.located import Located
-from ..core.recall_tool import recall_tool, tool_names
+from ..core.recall_tool import declared_tool_names, recall_tool
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
 from .answers import usable_usage, usage_figures
 from .errors import ProxyError, store_unavailable
@@ -156,7 +156,7 @@ class ChatContext:
             return None  # the client's own compaction (Responses): its turns are dropped
         if not codec.may_offer(self.chat.body):
             return None
-        tool = recall_tool(self.route.context.engine.prompts, tool_names(turn.tools))
+        tool = recall_tool(self.route.context.engine.prompts, declared_tool_names(turn.tools))
         return tool.name if tool is not None else None
 
     def splice_held(self) -> None:
