@@ -31,12 +31,12 @@ from typing import Any
 import httpx2
 import openai
 
-from summarizer.core.config import CompactionConfig
-from summarizer.core.messages import Message
-from summarizer.loaders.tokenizers import make_counter
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import Reply, RoutingResponder, TestUpstream, summary_responder
+from context_summarizer.core.config import CompactionConfig
+from context_summarizer.core.messages import Message
+from context_summarizer.loaders.tokenizers import make_counter
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import Reply, RoutingResponder, TestUpstream, summary_responder
 
 from .cache_replay_session import Session, coding_session, reply_indices
 from .real_model import TRAJECTORIES

@@ -21,10 +21,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from summarizer.core.messages import Message, chain_step, message_digest
-from summarizer.core.tokens import REPLY_PRIMING_TOKENS, TokenCounter
-from summarizer.evaluation.pricing import PER_TOKENS, Cost, Price, RequestTokens, request_cost
-from summarizer.testing.accounting import PrefixCache
+from context_summarizer.core.messages import Message, chain_step, message_digest
+from context_summarizer.core.tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from context_summarizer.evaluation.pricing import (
+    PER_TOKENS,
+    Cost,
+    Price,
+    RequestTokens,
+    request_cost,
+)
+from context_summarizer.testing.accounting import PrefixCache
 
 from .cache_replay_session import REPLAY_MODEL, Purpose, SentRequest
 

@@ -6,8 +6,8 @@ Method. Each session (the 20 cases of ``datasets/coding-sessions.jsonl``, and lo
 masking rolling and stepped, no compaction): at each assistant message the agent sends what the
 strategy keeps of the messages before it, and that message is the reply (its output tokens);
 summary requests go in between. Every request is then priced under two cache models
-(``benchmarks.cache_accounting``, with ``summarizer.evaluation.pricing``'s ``request_cost`` and
-shipped prices):
+(``benchmarks.cache_accounting``, with ``context_summarizer.evaluation.pricing``'s ``request_cost``
+and shipped prices):
 
 - **OpenAI** (``gpt-5``, automatic): a request reads from the cache the longest leading run of
   messages (tools and system prompt included) that an earlier request of the session already

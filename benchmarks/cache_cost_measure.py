@@ -12,8 +12,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from summarizer.core.model_limits import lookup_limits
-from summarizer.evaluation.pricing import Price, default_prices, price_for
+from context_summarizer.core.model_limits import lookup_limits
+from context_summarizer.evaluation.pricing import Price, default_prices, price_for
 
 from .cache_accounting import (
     SessionCost,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from summarizer.evaluation.pricing import Price
+from context_summarizer.evaluation.pricing import Price
 
 from .cache_accounting import SessionCost
 from .cache_cost_measure import (

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from summarizer.core.effects import Turn
-from summarizer.core.located import Located
-from summarizer.core.messages import Message
-from summarizer.core.planner import ViewItem
-from summarizer.core.results import CompactionEvent, SummarizeCall, SummaryOutcome
-from summarizer.evaluation.engine_strategies import from_scratch_request
-from summarizer.library.drive import drive_sync
-from summarizer.library.effects import Performer
-from summarizer.library.engines import engine_for
-from summarizer.loaders.tokenizers import load_encoding
-from summarizer.stores import MemoryStore
+from context_summarizer.core.effects import Turn
+from context_summarizer.core.located import Located
+from context_summarizer.core.messages import Message
+from context_summarizer.core.planner import ViewItem
+from context_summarizer.core.results import CompactionEvent, SummarizeCall, SummaryOutcome
+from context_summarizer.evaluation.engine_strategies import from_scratch_request
+from context_summarizer.library.drive import drive_sync
+from context_summarizer.library.effects import Performer
+from context_summarizer.library.engines import engine_for
+from context_summarizer.loaders.tokenizers import load_encoding
+from context_summarizer.stores import MemoryStore
 
 from .cache_replay_session import (
     FROM_SCRATCH,

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
-from summarizer.core.messages import Message
-from summarizer.core.tokens import REPLY_PRIMING_TOKENS, TokenCounter
-from summarizer.evaluation.mechanical import (
+from context_summarizer.core.messages import Message
+from context_summarizer.core.tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from context_summarizer.evaluation.mechanical import (
     drop_oldest_units,
     largest_fitting,
     mask_tool_outputs,

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from summarizer.core.config import Budget, CompactionConfig, resolve_budget
-from summarizer.core.messages import Message
-from summarizer.core.tokens import TOKENS_PER_MESSAGE, TokenCounter
-from summarizer.evaluation.dataset import load_dataset
-from summarizer.loaders.tokenizers import make_counter
-from summarizer.testing import ScriptedToolAgent
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.core.config import Budget, CompactionConfig, resolve_budget
+from context_summarizer.core.messages import Message
+from context_summarizer.core.tokens import TOKENS_PER_MESSAGE, TokenCounter
+from context_summarizer.evaluation.dataset import load_dataset
+from context_summarizer.loaders.tokenizers import make_counter
+from context_summarizer.testing import ScriptedToolAgent
+from context_summarizer.testing.scenario import CodingSession
 
 REPLAY_MODEL = "gpt-5"
 """The model the replays name (it selects the engine's registry entry; the window is set)."""

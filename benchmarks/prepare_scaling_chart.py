@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Sequence
 from html import escape
 
-from summarizer.evaluation.charts import PALETTE
+from context_summarizer.evaluation.charts import PALETTE
 
 from .prepare_scaling_session import Turn
 

@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from summarizer.core.messages import Message
-from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.core.tokens import TiktokenCounter, encoding_for_model
-from summarizer.library.manager import ContextManager
-from summarizer.loaders.tokenizers import load_encoding
-from summarizer.testing.scenario import CodingSession
-from summarizer.testing.summaries import summary_responder
+from context_summarizer.core.messages import Message
+from context_summarizer.core.results import SummarizeCall, SummaryOutcome
+from context_summarizer.core.tokens import TiktokenCounter, encoding_for_model
+from context_summarizer.library.manager import ContextManager
+from context_summarizer.loaders.tokenizers import load_encoding
+from context_summarizer.testing.scenario import CodingSession
+from context_summarizer.testing.summaries import summary_responder
 
 MODEL = "gpt-4o"
 """The model the session is prepared for: its registry window, its encoding."""

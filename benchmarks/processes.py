@@ -115,7 +115,7 @@ def serve_process(
     port = free_port()
     with tempfile.TemporaryDirectory() as folder:
         command = [
-            sys.executable, "-m", "summarizer.cli", "serve",
+            sys.executable, "-m", "context_summarizer.cli", "serve",
             "--upstream", upstream, "--port", str(port),
             "--db", str(db or Path(folder) / "checkpoints.db"),
             "--context-window", str(context_window), "--log-level", "warning", *extra,

@@ -1,7 +1,7 @@
 """Resident memory of ``summarizer serve`` against the number of sessions it has stored.
 
-Method. The test upstream (``summarizer.testing.TestUpstream``: the agent gets a one-word reply,
-summary requests get ``summary_responder``'s deterministic summary) runs on 127.0.0.1 in this
+Method. The test upstream (``context_summarizer.testing.TestUpstream``: the agent gets a one-word
+reply, summary requests get ``summary_responder``'s deterministic summary) runs on 127.0.0.1 in this
 process; ``summarizer serve`` runs in its own process, as users run it, with a SQLite store and a
 context window of 1.2 x the session size, so that each session's single request is over the
 trigger (80 % of the window) and compacts exactly once: every session really is stored, as one

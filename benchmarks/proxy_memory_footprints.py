@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from summarizer.core.caches import ChainCache
-from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.core.tokens import TiktokenCounter
-from summarizer.library.manager import ContextManager
-from summarizer.loaders.tokenizers import load_encoding, make_counter
-from summarizer.proxy.settings import Settings
-from summarizer.testing import Reply, summary_responder
+from context_summarizer.core.caches import ChainCache
+from context_summarizer.core.results import SummarizeCall, SummaryOutcome
+from context_summarizer.core.tokens import TiktokenCounter
+from context_summarizer.library.manager import ContextManager
+from context_summarizer.loaders.tokenizers import load_encoding, make_counter
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import Reply, summary_responder
 
 from .proxy_memory_sessions import MODEL, ConversationBuilder, request_body
 

@@ -6,9 +6,9 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from summarizer.core.caches import ChainCache
-from summarizer.core.engine import ContextEngine
-from summarizer.core.tokens import TiktokenCounter
+from context_summarizer.core.caches import ChainCache
+from context_summarizer.core.engine import ContextEngine
+from context_summarizer.core.tokens import TiktokenCounter
 
 from .proxy_memory_footprints import Footprint
 from .proxy_memory_runs import REVISITS, Figures, Point
@@ -37,7 +37,7 @@ def _per_entry(footprint: Footprint | None, bound: int) -> tuple[str, str]:
 def cache_bounds(page_cache_kib: int, footprints: dict[str, Footprint]) -> list[list[str]]:
     """Every in-process cache on the proxy's request path: where it is set, its bound, and
     (for the three that grow with sessions) its measured size per entry and at the bound."""
-    from summarizer.proxy import chat_context
+    from context_summarizer.proxy import chat_context
 
     chain_size = _default(ChainCache, "size")
     memo_size = _default(ContextEngine, "memo_size")
@@ -46,54 +46,57 @@ def cache_bounds(page_cache_kib: int, footprints: dict[str, Footprint]) -> list[
         [
             "prefix chains (`ChainCache`): each entry holds a whole request's messages, "
             "digests and prefix hashes",
-            "`summarizer/core/caches.py` `ChainCache(size=...)`, built by `ContextEngine.__init__`",
+            "`context_summarizer/core/caches.py` `ChainCache(size=...)`, built by "
+            "`ContextEngine.__init__`",
             f"{chain_size} conversations",
             *_per_entry(footprints.get("chains"), chain_size),
         ],
         [
             "latest checkpoint per session (`ContextEngine._latest`)",
-            "`summarizer/core/engine.py` `ContextEngine(memo_size=...)`",
+            "`context_summarizer/core/engine.py` `ContextEngine(memo_size=...)`",
             f"{memo_size:,} checkpoints",
             *_per_entry(footprints.get("latest"), memo_size),
         ],
         [
             "token count per message digest (`TiktokenCounter._messages`)",
-            "`summarizer/core/tokens/counters.py` `TiktokenCounter(cache_size=...)`; one counter "
-            "per encoding, process-wide (`summarizer/loaders/tokenizers.py` `make_counter`)",
+            "`context_summarizer/core/tokens/counters.py` `TiktokenCounter(cache_size=...)`; one "
+            "counter "
+            "per encoding, process-wide (`context_summarizer/loaders/tokenizers.py` "
+            "`make_counter`)",
             f"{counter_size:,} messages",
             *_per_entry(footprints.get("tokens"), counter_size),
         ],
         [
             "token count per tool-definition list (`TiktokenCounter._tools`)",
-            "`summarizer/core/tokens/counting.py` `_ChatCounter.__init__`",
+            "`context_summarizer/core/tokens/counting.py` `_ChatCounter.__init__`",
             f"min(cache_size, 256) = {min(counter_size, 256)} lists",
             "",
             "",
         ],
         [
             "per-session compaction locks (`ContextManager._alocks`)",
-            "`summarizer/library/sessions.py`, a `WeakValueDictionary`",
+            "`context_summarizer/library/sessions.py`, a `WeakValueDictionary`",
             "sessions with a compaction running or waiting",
             "",
             "",
         ],
         [
             "calibration ratio per tenant and model (`Calibration._sums`)",
-            "`summarizer/core/tokens/calibration.py` `Calibration(max_entries=...)`",
+            "`context_summarizer/core/tokens/calibration.py` `Calibration(max_entries=...)`",
             "4,096 (namespace, model) pairs, least recently used dropped",
             "",
             "",
         ],
         [
             "models warned about (`ExchangeServices.warned_models`)",
-            "`summarizer/proxy/chat_context.py` `_MAX_WARNED_MODELS`",
+            "`context_summarizer/proxy/chat_context.py` `_MAX_WARNED_MODELS`",
             f"{chat_context._MAX_WARNED_MODELS:,} model names",
             "",
             "",
         ],
         [
             "SQLite page cache (one connection)",
-            "`summarizer/stores/sqlite.py` sets none: SQLite's default `PRAGMA cache_size`",
+            "`context_summarizer/stores/sqlite.py` sets none: SQLite's default `PRAGMA cache_size`",
             f"{page_cache_kib:,} KiB",
             "",
             f"{page_cache_kib / 1024:.0f} MiB",

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx2
 
-from summarizer.testing import Reply, RoutingResponder, TestUpstream
+from context_summarizer.testing import Reply, RoutingResponder, TestUpstream
 
 from .processes import proc_kib, rss_bytes, serve_process
 from .proxy_memory_footprints import Footprint, cache_footprints, compact_summary

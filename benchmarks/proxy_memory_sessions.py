@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from summarizer.core.tokens import TiktokenCounter
-from summarizer.loaders.tokenizers import load_encoding
+from context_summarizer.core.tokens import TiktokenCounter
+from context_summarizer.loaders.tokenizers import load_encoding
 
 MODEL = "gpt-4o-mini"
 """The model every request names (it picks the proxy's tokenizer)."""

@@ -1,7 +1,7 @@
 """Latency and throughput the proxy adds to a chat request, next to LiteLLM's proxy.
 
 Three paths to the same upstream, measured side by side in one run: **direct** (the test
-upstream, ``summarizer.testing``, fixed one-word reply, no delay, in its own process);
+upstream, ``context_summarizer.testing``, fixed one-word reply, no delay, in its own process);
 through **summarizer** (``summarizer serve``, its own process, a window large enough that no
 compaction triggers); through **litellm** (LiteLLM's proxy as a plain OpenAI pass-through, see
 ``benchmarks.litellm_gateway``). Both proxies run one worker process.
@@ -34,7 +34,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from summarizer.loaders.tokenizers import make_counter
+from context_summarizer.loaders.tokenizers import make_counter
 
 from .checkout import CheckoutUnavailable, checkout
 from .litellm_gateway import LITELLM_SPEC, ensure_litellm, litellm_process

@@ -14,13 +14,18 @@ import os
 import tempfile
 from pathlib import Path
 
-from summarizer.evaluation.dataset import load_dataset
-from summarizer.evaluation.metrics import aggregate
-from summarizer.evaluation.pricing import load_prices
-from summarizer.evaluation.recommend import recommend
-from summarizer.evaluation.report import choice_table, kinds_table, markdown_table, strategy_table
-from summarizer.evaluation.runner import EvalSettings, run_eval
-from summarizer.evaluation.strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES
+from context_summarizer.evaluation.dataset import load_dataset
+from context_summarizer.evaluation.metrics import aggregate
+from context_summarizer.evaluation.pricing import load_prices
+from context_summarizer.evaluation.recommend import recommend
+from context_summarizer.evaluation.report import (
+    choice_table,
+    kinds_table,
+    markdown_table,
+    strategy_table,
+)
+from context_summarizer.evaluation.runner import EvalSettings, run_eval
+from context_summarizer.evaluation.strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES
 
 from . import real_sessions
 from .results import Floor, Section, print_section
@@ -134,11 +139,13 @@ def _real_sessions() -> tuple[str, list[Floor]]:
             real_sessions.table(found),
             "Recoverable recall beside gold recall, on the same cases: of the gold facts a "
             "strategy's compacted contexts missed, how many one search of the recall tool "
-            "(`summarizer.core.recall`, default bounds: 8 excerpts, 4,000 characters) gives back "
+            "(`context_summarizer.core.recall`, default bounds: 8 excerpts, 4,000 characters) "
+            "gives back "
             "from the messages the compaction replaced, the query being what an agent would type "
             "for the fact's kind (a file name, a command's program and first argument, an error's "
             "class or code, a test's name, an identifier itself, a sentence's three longest "
-            "uncommon words; `summarizer/evaluation/recoverable.py`). A query that matches too "
+            "uncommon words; `context_summarizer/evaluation/recoverable.py`). A query that matches "
+            "too "
             "many places to bring the fact back within the bounds counts as not recovered.",
             real_sessions.recoverable_table(found),
             "Ledger precision, before and after: the share of ledger items a reader would call "

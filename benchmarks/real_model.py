@@ -24,14 +24,14 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from summarizer.core.config import SummaryCapField
-from summarizer.evaluation.dataset import Case
-from summarizer.evaluation.evaluate import Evaluator, RowSettings, plan_jobs
-from summarizer.evaluation.metrics import aggregate
-from summarizer.evaluation.records import ResultRow
-from summarizer.evaluation.runner import RowWriter, make_client, read_rows
-from summarizer.evaluation.strategies import resolve_strategies
-from summarizer.loaders.tokenizers import make_counter
+from context_summarizer.core.config import SummaryCapField
+from context_summarizer.evaluation.dataset import Case
+from context_summarizer.evaluation.evaluate import Evaluator, RowSettings, plan_jobs
+from context_summarizer.evaluation.metrics import aggregate
+from context_summarizer.evaluation.records import ResultRow
+from context_summarizer.evaluation.runner import RowWriter, make_client, read_rows
+from context_summarizer.evaluation.strategies import resolve_strategies
+from context_summarizer.loaders.tokenizers import make_counter
 
 from .real_model_cases import CacheTiming, LiveCache, cut_cases, load_runs
 from .real_model_report import report
@@ -101,7 +101,7 @@ def run(
         server = "the given upstream"
         rows, timings = _evaluate(cases, upstream, work, server, strategies, timing)
     else:
-        from summarizer.testing.real_model import LlamaServer, ModelUnavailable, model_file
+        from context_summarizer.testing.real_model import LlamaServer, ModelUnavailable, model_file
 
         try:
             path = model_file()
@@ -202,7 +202,7 @@ def _evaluate(
 ) -> tuple[list[ResultRow], list[CacheTiming]]:
     """Every (case, strategy) row, resuming from ``work``, and (``timing``) each case's
     cold/warm timing."""
-    from summarizer.testing.real_model import MODEL_ALIAS
+    from context_summarizer.testing.real_model import MODEL_ALIAS
 
     work.mkdir(parents=True, exist_ok=True)
     rows_file, timings_file = work / ROWS, work / TIMINGS

@@ -29,12 +29,12 @@ from typing import Any
 
 import httpx2
 
-from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.core.tokens import TokenCounter
-from summarizer.evaluation.compaction import SummaryClient
-from summarizer.evaluation.converters.mini_swe_agent import convert_mini_swe_agent
-from summarizer.evaluation.dataset import Case
-from summarizer.evaluation.metrics import context_text, fact_kept
+from context_summarizer.core.results import SummarizeCall, SummaryOutcome
+from context_summarizer.core.tokens import TokenCounter
+from context_summarizer.evaluation.compaction import SummaryClient
+from context_summarizer.evaluation.converters.mini_swe_agent import convert_mini_swe_agent
+from context_summarizer.evaluation.dataset import Case
+from context_summarizer.evaluation.metrics import context_text, fact_kept
 
 FLUSH = {"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
 """A request that shares no prefix with any case: after it, llama.cpp's cache holds nothing

@@ -7,9 +7,9 @@ import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from summarizer.evaluation.dataset import Case, GoldFact
-from summarizer.evaluation.metrics import StrategyAggregate, context_text, fact_kept
-from summarizer.evaluation.records import ResultRow
+from context_summarizer.evaluation.dataset import Case, GoldFact
+from context_summarizer.evaluation.metrics import StrategyAggregate, context_text, fact_kept
+from context_summarizer.evaluation.records import ResultRow
 
 from .real_model_cases import CacheTiming
 from .results import Floor, markdown_table

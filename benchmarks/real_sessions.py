@@ -33,21 +33,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from summarizer.core.errors import BudgetExceeded, ConversionError
-from summarizer.core.facts import parse_ledger
-from summarizer.core.messages import content_text
-from summarizer.evaluation.compaction import CompactionInput, request_tokens
-from summarizer.evaluation.converters import (
+from context_summarizer.core.errors import BudgetExceeded, ConversionError
+from context_summarizer.core.facts import parse_ledger
+from context_summarizer.core.messages import content_text
+from context_summarizer.evaluation.compaction import CompactionInput, request_tokens
+from context_summarizer.evaluation.converters import (
     read_chat,
     read_claude_code,
     read_mini_swe_agent,
     read_swe_agent,
 )
-from summarizer.evaluation.dataset import Case
-from summarizer.evaluation.metrics import context_text, gold_fact_recall
-from summarizer.evaluation.recoverable import recoverable_recall
-from summarizer.evaluation.strategies import STRATEGIES
-from summarizer.loaders.tokenizers import make_counter
+from context_summarizer.evaluation.dataset import Case
+from context_summarizer.evaluation.metrics import context_text, gold_fact_recall
+from context_summarizer.evaluation.recoverable import recoverable_recall
+from context_summarizer.evaluation.strategies import STRATEGIES
+from context_summarizer.loaders.tokenizers import make_counter
 
 from .results import Floor, markdown_table
 

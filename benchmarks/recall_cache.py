@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from summarizer.cli.demo import run_coding_session
-from summarizer.core.recall_tool import declared_tool_names
-from summarizer.testing import Reply, Responder, ToolCallSpec, is_summary_request
+from context_summarizer.cli.demo import run_coding_session
+from context_summarizer.core.recall_tool import declared_tool_names
+from context_summarizer.testing import Reply, Responder, ToolCallSpec, is_summary_request
 
 from .results import Section, markdown_table, print_section
 

@@ -12,7 +12,7 @@ import argparse
 import signal
 import threading
 
-from summarizer.testing import Reply, TestUpstream
+from context_summarizer.testing import Reply, TestUpstream
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from synthetic_sessions import generate_cases
 
-from summarizer.evaluation.dataset import write_dataset
+from context_summarizer.evaluation.dataset import write_dataset
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import TestUpstream
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import TestUpstream
 
 from .redis_server import RedisServer
 

@@ -18,17 +18,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from summarizer.core.facts import mentions
-from summarizer.core.messages import content_text, message_text
-from summarizer.loaders.prompts import load_prompt
-from summarizer.testing.responders import (
+from context_summarizer.core.facts import mentions
+from context_summarizer.core.messages import content_text, message_text
+from context_summarizer.loaders.prompts import load_prompt
+from context_summarizer.testing.responders import (
     Reply,
     Responder,
     ToolCallSpec,
     echo_responder,
     is_summary_request,
 )
-from summarizer.testing.summaries import summary_responder
+from context_summarizer.testing.summaries import summary_responder
 
 __all__ = [
     "EvalResponder",

@@ -9,10 +9,10 @@ from typing import Any
 from google import genai
 from google.genai import types
 
-from summarizer.cli.test_upstream_serve import is_proxy_summary
-from summarizer.proxy import ProxyServer
-from summarizer.testing import RecordedRequest, TestUpstream
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.cli.test_upstream_serve import is_proxy_summary
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.testing import RecordedRequest, TestUpstream
+from context_summarizer.testing.scenario import CodingSession
 
 MODEL = "gemini-2.5-flash"
 KEY = "gemini-test-key-0123456789"

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, precondition, rule
 
-from summarizer.core.messages import group_units
-from summarizer.testing import PromptTokenCounter
+from context_summarizer.core.messages import group_units
+from context_summarizer.testing import PromptTokenCounter
 
 Message = dict[str, Any]
 

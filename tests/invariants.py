@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from summarizer.core.errors import InvalidConversation
-from summarizer.core.messages import (
+from context_summarizer.core.errors import InvalidConversation
+from context_summarizer.core.messages import (
     INSTRUCTION_ROLES,
     content_text,
     group_units,
@@ -39,7 +39,7 @@ from summarizer.core.messages import (
     tool_call_ids,
     validate_messages,
 )
-from summarizer.loaders.prompts import load_prompt
+from context_summarizer.loaders.prompts import load_prompt
 
 Message = Mapping[str, Any]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx2
 
-from summarizer.testing.responders import is_summary_request
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.testing.responders import is_summary_request
+from context_summarizer.testing.scenario import CodingSession
 
 
 @dataclass

@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import TestUpstream
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import TestUpstream
 
 
 class Recorder(ThreadingHTTPServer):

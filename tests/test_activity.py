@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.core.activity import (
+from context_summarizer.core.activity import (
     REDACTED,
     Recording,
     RequestRecord,
@@ -18,7 +18,13 @@ from summarizer.core.activity import (
     redact,
     roll_up,
 )
-from summarizer.stores import ActivityLog, MemoryStore, RedisStore, SQLiteStore, redis_activity
+from context_summarizer.stores import (
+    ActivityLog,
+    MemoryStore,
+    RedisStore,
+    SQLiteStore,
+    redis_activity,
+)
 
 
 def record(session: str, at: float, tokens: int, **fields: Any) -> RequestRecord:
@@ -165,7 +171,7 @@ class CountingStore(MemoryStore):
 
 
 def test_the_writer_writes_in_batches_off_the_callers_thread() -> None:
-    from summarizer.proxy.activity_writer import ActivityWriter
+    from context_summarizer.proxy.activity_writer import ActivityWriter
 
     store = CountingStore()
     store.gate.clear()  # the first batch waits: everything submitted meanwhile queues up
@@ -179,7 +185,7 @@ def test_the_writer_writes_in_batches_off_the_callers_thread() -> None:
 
 
 def test_a_full_queue_drops_and_counts_instead_of_waiting() -> None:
-    from summarizer.proxy.activity_writer import ActivityWriter
+    from context_summarizer.proxy.activity_writer import ActivityWriter
 
     store = CountingStore()
     store.gate.clear()
@@ -193,7 +199,7 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting() -> None:
 
 
 def test_flush_returns_once_everything_queued_before_it_is_written() -> None:
-    from summarizer.proxy.activity_writer import ActivityWriter
+    from context_summarizer.proxy.activity_writer import ActivityWriter
 
     store = CountingStore()
     writer = ActivityWriter(store, interval=5.0)  # left alone, it would gather for 5 s
@@ -211,7 +217,7 @@ def test_flush_returns_once_everything_queued_before_it_is_written() -> None:
 
 
 def test_nothing_queued_while_the_writer_drains_is_lost_or_written_twice() -> None:
-    from summarizer.proxy.activity_writer import ActivityWriter
+    from context_summarizer.proxy.activity_writer import ActivityWriter
 
     store = CountingStore()
     writer = ActivityWriter(store, interval=0.0005, batch=7)  # drains all the time

@@ -17,9 +17,9 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
-from summarizer.testing import Reply, RoutingResponder, TestUpstream, echo_responder
-from summarizer.testing.agents import summary_responder
+from context_summarizer.cli.main import app
+from context_summarizer.testing import Reply, RoutingResponder, TestUpstream, echo_responder
+from context_summarizer.testing.agents import summary_responder
 
 from .conftest import ProxyFactory
 from .test_proxy import MODEL, chat_requests, long_history
@@ -215,7 +215,7 @@ def test_an_edit_below_the_drafted_prefix_never_uses_the_draft(
 
 
 def summary_text(call: Any) -> Any:
-    from summarizer.core.results import SummaryOutcome
+    from context_summarizer.core.results import SummaryOutcome
 
     return SummaryOutcome(
         text="## Task and constraints\nFix the failing invoice test.\n## Current state\nreading"
@@ -223,7 +223,7 @@ def summary_text(call: Any) -> Any:
 
 
 def test_the_library_drafts_on_a_thread_and_prepare_adopts_it(tmp_path: Any) -> None:
-    from summarizer import ContextManager
+    from context_summarizer import ContextManager
 
     calls: list[Any] = []
     outcomes: list[str] = []
@@ -254,7 +254,7 @@ def test_the_library_drafts_on_a_thread_and_prepare_adopts_it(tmp_path: Any) -> 
 
 
 def test_a_draft_is_dropped_when_another_process_compacted_the_session(tmp_path: Any) -> None:
-    from summarizer import ContextManager
+    from context_summarizer import ContextManager
 
     outcomes: list[str] = []
     drafting = ContextManager(

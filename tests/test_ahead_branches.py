@@ -12,8 +12,8 @@ from typing import Any
 import openai
 import pytest
 
-from summarizer.library.ahead import AheadJobs
-from summarizer.testing import TestUpstream
+from context_summarizer.library.ahead import AheadJobs
+from context_summarizer.testing import TestUpstream
 
 from .conftest import ProxyFactory
 from .test_ahead import KEY, Gate, ahead_counts, gate, grown, summary_text, upstream, wait_for
@@ -83,7 +83,7 @@ def test_interleaved_branches_of_one_session_each_adopt_their_own_draft(
 
 
 def test_the_library_keeps_a_draft_per_branch_of_one_session(tmp_path: Any) -> None:
-    from summarizer import ContextManager
+    from context_summarizer import ContextManager
 
     calls: list[Any] = []
     outcomes: list[str] = []

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from summarizer import ContextManager
-from summarizer.core.effects import Turn
-from summarizer.core.results import SummaryOutcome
-from summarizer.library.drive import drive_sync
-from summarizer.library.effects import Performer
+from context_summarizer import ContextManager
+from context_summarizer.core.effects import Turn
+from context_summarizer.core.results import SummaryOutcome
+from context_summarizer.library.drive import drive_sync
+from context_summarizer.library.effects import Performer
 
 from .conftest import tool_turn
 from .test_ahead import grown, summary_text, wait_for

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from summarizer.proxy.lane.arrived import ArrivedBody
+from context_summarizer.proxy.lane.arrived import ArrivedBody
 
 
 def arrived(body: bytes, rng: random.Random) -> ArrivedBody:

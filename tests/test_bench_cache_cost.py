@@ -29,7 +29,7 @@ from benchmarks.cache_replay_session import (
     Session,
     replay_counter,
 )
-from summarizer.evaluation.pricing import Price, price_for
+from context_summarizer.evaluation.pricing import Price, price_for
 
 GPT5 = price_for("gpt-5", {m.model: m.price for m in cache_models()})
 SONNET = price_for("claude-sonnet-4", {m.model: m.price for m in cache_models()})

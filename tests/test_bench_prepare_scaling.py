@@ -14,8 +14,8 @@ from benchmarks.prepare_scaling_chart import CHART, chart
 from benchmarks.prepare_scaling_report import buckets, edge_ratio
 from benchmarks.prepare_scaling_session import Turn, assistant_turn
 from benchmarks.results import percentile
-from summarizer.core.messages import validate_messages
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.core.messages import validate_messages
+from context_summarizer.testing.scenario import CodingSession
 
 
 def _turn(index: int, ms: float, *, compacted: bool = False, raw: int = 0) -> Turn:

@@ -17,9 +17,9 @@ from benchmarks.real_model_cases import FLUSH, cut_case, load_runs
 from benchmarks.real_model_report import at_risk
 from benchmarks.results import Floor, Section
 from benchmarks.results_file import carried_sections
-from summarizer.evaluation.metrics import context_text, fact_kept
-from summarizer.loaders.tokenizers import make_counter
-from summarizer.testing import TestUpstream
+from context_summarizer.evaluation.metrics import context_text, fact_kept
+from context_summarizer.loaders.tokenizers import make_counter
+from context_summarizer.testing import TestUpstream
 
 RUNS = Path(__file__).parent / "fixtures" / "converters" / "mini-swe-agent"
 COUNTER = make_counter("gpt-4o")

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from summarizer import ContextManager
-from summarizer.core.caches import ChainCache
-from summarizer.core.errors import InvalidConversation
-from summarizer.core.messages import canonical_json, prefix_chain
+from context_summarizer import ContextManager
+from context_summarizer.core.caches import ChainCache
+from context_summarizer.core.errors import InvalidConversation
+from context_summarizer.core.messages import canonical_json, prefix_chain
 
 
 def conversation(n: int) -> list[dict[str, Any]]:

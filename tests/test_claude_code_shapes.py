@@ -23,9 +23,9 @@ from typing import Any
 import anthropic
 import pytest
 
-from summarizer.core.messages import message_text
-from summarizer.proxy import ProxyServer
-from summarizer.testing import RecordedRequest, Reply, RoutingResponder, TestUpstream
+from context_summarizer.core.messages import message_text
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.testing import RecordedRequest, Reply, RoutingResponder, TestUpstream
 
 from .conftest import ProxyFactory
 

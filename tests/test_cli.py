@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
+from context_summarizer.cli.main import app
 
 runner = CliRunner()
 
@@ -45,7 +45,7 @@ def test_demo_runs_end_to_end_as_a_console_script() -> None:
         [
             sys.executable,
             "-m",
-            "summarizer.cli",
+            "context_summarizer.cli",
             "demo",
             "--turns",
             "40",

@@ -13,13 +13,13 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
-from summarizer.cli.printable import printable
-from summarizer.core.activity import RequestRecord
-from summarizer.core.checkpoints import Checkpoint, Slot
-from summarizer.proxy.headers import credential_namespace
-from summarizer.stores import SQLiteStore
-from summarizer.testing import TestUpstream
+from context_summarizer.cli.main import app
+from context_summarizer.cli.printable import printable
+from context_summarizer.core.activity import RequestRecord
+from context_summarizer.core.checkpoints import Checkpoint, Slot
+from context_summarizer.proxy.headers import credential_namespace
+from context_summarizer.stores import SQLiteStore
+from context_summarizer.testing import TestUpstream
 
 from .conftest import ProxyFactory
 

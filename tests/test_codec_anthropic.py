@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from summarizer.core.codecs import OPAQUE_KEY
-from summarizer.core.codecs.anthropic import AnthropicCodec
-from summarizer.core.errors import InvalidConversation
-from summarizer.core.messages import group_units, message_digest, validate_messages
+from context_summarizer.core.codecs import OPAQUE_KEY
+from context_summarizer.core.codecs.anthropic import AnthropicCodec
+from context_summarizer.core.errors import InvalidConversation
+from context_summarizer.core.messages import group_units, message_digest, validate_messages
 
 codec = AnthropicCodec()
 

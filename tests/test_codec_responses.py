@@ -10,11 +10,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from summarizer.core.codecs import OPAQUE_KEY, Decoded
-from summarizer.core.codecs.responses import ResponsesCodec, ResponsesDecoded, history_at_provider
-from summarizer.core.codecs.responses_items import WIRE_TYPE_KEY
-from summarizer.core.errors import InvalidConversation
-from summarizer.core.messages import group_units, message_digest, prefix_chain, validate_messages
+from context_summarizer.core.codecs import OPAQUE_KEY, Decoded
+from context_summarizer.core.codecs.responses import (
+    ResponsesCodec,
+    ResponsesDecoded,
+    history_at_provider,
+)
+from context_summarizer.core.codecs.responses_items import WIRE_TYPE_KEY
+from context_summarizer.core.errors import InvalidConversation
+from context_summarizer.core.messages import (
+    group_units,
+    message_digest,
+    prefix_chain,
+    validate_messages,
+)
 
 CODEC = ResponsesCodec()
 Item = dict[str, Any]

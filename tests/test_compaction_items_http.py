@@ -14,11 +14,11 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.core.codecs.responses_compaction import PREFIX, compaction_item
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.headers import credential_namespace
-from summarizer.proxy.settings import Settings
-from summarizer.testing import TestUpstream
+from context_summarizer.core.codecs.responses_compaction import PREFIX, compaction_item
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.headers import credential_namespace
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import TestUpstream
 
 from .conftest import ProxyFactory
 from .redis_server import RedisServer

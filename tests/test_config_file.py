@@ -22,13 +22,13 @@ import pytest
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
-from summarizer.core.errors import ConfigurationError
-from summarizer.library.manager import ContextManager
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.model_routes import RouteTable
-from summarizer.proxy.settings import Settings
-from summarizer.testing import Reply, TestUpstream, is_summary_request
+from context_summarizer.cli.main import app
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.library.manager import ContextManager
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.model_routes import RouteTable
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import Reply, TestUpstream, is_summary_request
 
 ALPHA_KEY = "sk-alpha-server-key-0123456789"
 BRAVO_KEY = "sk-bravo-server-key-0123456789"
@@ -490,7 +490,7 @@ def test_messages_responses_compact_and_count_tokens_route_by_the_model(fleet: F
 def test_the_unknown_model_warning_gives_the_proxys_fixes(
     fleet: Fleet, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level("WARNING", logger="summarizer.proxy")
+    caplog.set_level("WARNING", logger="context_summarizer.proxy")
     client = openai_client(fleet.proxy)
     raw = client.chat.completions.with_raw_response.create(
         model="delta", messages=[{"role": "user", "content": "hi"}]

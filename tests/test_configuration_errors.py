@@ -14,13 +14,13 @@ import openai
 import pytest
 from pydantic import ValidationError
 
-import summarizer
-from summarizer.core.config import CompactionConfig, PinRule
-from summarizer.core.errors import ConfigurationError
-from summarizer.library.manager import ContextManager
-from summarizer.proxy.services import ProxyServices
-from summarizer.proxy.settings import Settings
-from summarizer.stores import MemoryStore
+import context_summarizer
+from context_summarizer.core.config import CompactionConfig, PinRule
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.library.manager import ContextManager
+from context_summarizer.proxy.services import ProxyServices
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.stores import MemoryStore
 
 SECRET = "sk-test-0123456789abcdefSECRET"
 
@@ -41,7 +41,7 @@ CASES: list[tuple[str, Callable[[openai.OpenAI], Any], tuple[str, ...]]] = [
     ("unknown keyword", lambda c: ContextManager(nonsense=1), ("nonsense",)),
     (
         "negative window via wrap",
-        lambda c: summarizer.wrap(c, context_window=-1),
+        lambda c: context_summarizer.wrap(c, context_window=-1),
         ("context_window",),
     ),
     (
@@ -54,7 +54,7 @@ CASES: list[tuple[str, Callable[[openai.OpenAI], Any], tuple[str, ...]]] = [
     ("client not an openai client", lambda c: ContextManager(client="sk-key"), ("client",)),
     ("on_compaction not callable", lambda c: ContextManager(on_compaction=3), ("on_compaction",)),
     ("summarizer not callable", lambda c: ContextManager(summarizer="gpt"), ("summarizer",)),
-    ("store via wrap", lambda c: summarizer.wrap(c, store=object()), ("store",)),
+    ("store via wrap", lambda c: context_summarizer.wrap(c, store=object()), ("store",)),
     ("summary cap of 0", lambda c: CompactionConfig(max_summary_tokens=0), ("max_summary_tokens",)),
     ("unknown on_failure", lambda c: CompactionConfig(on_failure="ignore"), ("on_failure",)),
     ("pin rule of the wrong type", lambda c: PinRule(tool=3), ("tool",)),

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.cli.convert import convert_app
-from summarizer.core.errors import ConversionError
-from summarizer.core.messages import group_units
-from summarizer.evaluation.converters import (
+from context_summarizer.cli.convert import convert_app
+from context_summarizer.core.errors import ConversionError
+from context_summarizer.core.messages import group_units
+from context_summarizer.evaluation.converters import (
     action_identifiers,
     convert_chat,
     convert_swe_agent,
@@ -22,7 +22,7 @@ from summarizer.evaluation.converters import (
     read_chat,
     read_swe_agent,
 )
-from summarizer.evaluation.dataset import Case, dump_case, load_dataset, parse_lines
+from context_summarizer.evaluation.dataset import Case, dump_case, load_dataset, parse_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "converters"
 OPENAI_KEYS = {

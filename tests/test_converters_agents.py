@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.cli.convert import convert_app
-from summarizer.core.errors import ConversionError
-from summarizer.evaluation.converters import (
+from context_summarizer.cli.convert import convert_app
+from context_summarizer.core.errors import ConversionError
+from context_summarizer.evaluation.converters import (
     check_commands,
     convert_claude_code,
     failing_tests,
@@ -22,7 +22,7 @@ from summarizer.evaluation.converters import (
     read_claude_code,
     read_mini_swe_agent,
 )
-from summarizer.evaluation.dataset import Case, load_dataset
+from context_summarizer.evaluation.dataset import Case, load_dataset
 
 from .test_converters import _assert_valid, _facts
 

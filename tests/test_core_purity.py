@@ -1,5 +1,5 @@
-"""The core is pure: no module of ``summarizer.core`` reaches storage, the environment, files,
-the network or an edge of the package.
+"""The core is pure: no module of ``context_summarizer.core`` reaches storage, the environment,
+files, the network or an edge of the package.
 
 The test walks the imports of every core module (its AST, so a lazy import inside a function
 counts too) and every name it reads, and fails on what the core must never touch.
@@ -13,20 +13,20 @@ from pathlib import Path
 
 import pytest
 
-import summarizer.core
+import context_summarizer.core
 
-CORE = Path(summarizer.core.__file__).parent
+CORE = Path(context_summarizer.core.__file__).parent
 
 FORBIDDEN_IMPORTS = {
     "sqlite3": "storage",
     "redis": "storage",
-    "summarizer.stores": "a store implementation",
-    "summarizer.loaders": "the prompt and tokenizer loaders",
-    "summarizer.library": "an edge (the library's drivers)",
-    "summarizer.proxy": "an edge (the HTTP front door)",
-    "summarizer.cli": "an edge (the CLI)",
-    "summarizer.evaluation": "an edge (the evaluator)",
-    "summarizer.testing": "the test upstream",
+    "context_summarizer.stores": "a store implementation",
+    "context_summarizer.loaders": "the prompt and tokenizer loaders",
+    "context_summarizer.library": "an edge (the library's drivers)",
+    "context_summarizer.proxy": "an edge (the HTTP front door)",
+    "context_summarizer.cli": "an edge (the CLI)",
+    "context_summarizer.evaluation": "an edge (the evaluator)",
+    "context_summarizer.testing": "the test upstream",
     "os": "the environment and the file system",
     "pathlib": "the file system",
     "importlib.resources": "package files",
@@ -40,9 +40,9 @@ FORBIDDEN_CALLS = {"open", "getenv", "environ", "putenv", "read_text", "read_byt
 
 
 def core_modules() -> list[tuple[str, Path]]:
-    """Every module under ``summarizer/core`` (packages included), with its file."""
-    found = [("summarizer.core", CORE / "__init__.py")]
-    for info in pkgutil.walk_packages([str(CORE)], prefix="summarizer.core."):
+    """Every module under ``context_summarizer/core`` (packages included), with its file."""
+    found = [("context_summarizer.core", CORE / "__init__.py")]
+    for info in pkgutil.walk_packages([str(CORE)], prefix="context_summarizer.core."):
         spec = info.module_finder.find_spec(info.name, None)  # type: ignore[call-arg]
         assert spec is not None and spec.origin is not None
         found.append((info.name, Path(spec.origin)))
@@ -81,8 +81,12 @@ MODULES = core_modules()
 
 def test_the_walk_finds_the_core() -> None:
     names = {name for name, _ in MODULES}
-    assert {"summarizer.core.engine", "summarizer.core.planner", "summarizer.core.tokens"} <= names
-    assert "summarizer.core.tokens.counting" in names
+    assert {
+        "context_summarizer.core.engine",
+        "context_summarizer.core.planner",
+        "context_summarizer.core.tokens",
+    } <= names
+    assert "context_summarizer.core.tokens.counting" in names
 
 
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=[name for name, _ in MODULES])
@@ -112,7 +116,7 @@ def test_the_walk_catches_what_it_forbids(tmp_path: Path) -> None:
         "def f():\n    import sqlite3\n    return os.environ, open('x')\n",
         encoding="utf-8",
     )
-    names = imported_names("summarizer.core.engine", bad)
+    names = imported_names("context_summarizer.core.engine", bad)
     assert {forbidden(n) for n in names} >= {
         "storage",
         "a store implementation",

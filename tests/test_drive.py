@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.library.drive import drive_async, drive_sync
+from context_summarizer.library.drive import drive_async, drive_sync
 
 
 class Refused(Exception):

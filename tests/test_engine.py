@@ -11,9 +11,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from summarizer import BudgetExceeded, ContextManager
-from summarizer.core.messages import group_units, tool_call_ids, validate_messages
-from summarizer.core.results import PrepareResult, SummarizeCall, SummaryOutcome
+from context_summarizer import BudgetExceeded, ContextManager
+from context_summarizer.core.messages import group_units, tool_call_ids, validate_messages
+from context_summarizer.core.results import PrepareResult, SummarizeCall, SummaryOutcome
 
 from .test_planner import conversations
 

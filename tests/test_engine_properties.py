@@ -1,12 +1,12 @@
 """The engine through the library, on random growing, forking, retried and edited conversations.
 
-A Hypothesis state machine drives ``summarizer.ContextManager`` over a SQLite store with several
-conversations at once, and checks after every request the contract of ``tests/invariants.py``:
-a valid conversation, of this conversation only and in raw order, keeping every instruction,
-the latest user message and the final unit, fitting the window, and equal to what a fresh
-process over the same store would send. Summary calls go to a scripted summarizer (the engine's
-own seam for the model), told by the machine to answer, fail, answer empty or answer too long.
-The machine runs once per policy: ``self-summary``; ``hybrid`` (old tool outputs masked
+A Hypothesis state machine drives ``context_summarizer.ContextManager`` over a SQLite store with
+several conversations at once, and checks after every request the contract of
+``tests/invariants.py``: a valid conversation, of this conversation only and in raw order, keeping
+every instruction, the latest user message and the final unit, fitting the window, and equal to what
+a fresh process over the same store would send. Summary calls go to a scripted summarizer (the
+engine's own seam for the model), told by the machine to answer, fail, answer empty or answer too
+long. The machine runs once per policy: ``self-summary``; ``hybrid`` (old tool outputs masked
 first), where a compaction that only masked must also have made no summary call and made the
 request smaller; and the two model-free policies, ``masking`` and ``ledger-only``, which must
 never make a summary call whatever the summarizer is told, and report every run they compact as
@@ -31,9 +31,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from summarizer import BudgetExceeded, ContextManager
-from summarizer.core.messages import content_text, group_units
-from summarizer.core.results import (
+from context_summarizer import BudgetExceeded, ContextManager
+from context_summarizer.core.messages import content_text, group_units
+from context_summarizer.core.results import (
     MODEL_FREE_POLICIES,
     CompactionEvent,
     Policy,
@@ -41,8 +41,8 @@ from summarizer.core.results import (
     SummarizeCall,
     SummaryOutcome,
 )
-from summarizer.core.tokens import TokenCounter
-from summarizer.loaders.prompts import load_prompt
+from context_summarizer.core.tokens import TokenCounter
+from context_summarizer.loaders.prompts import load_prompt
 
 from .growing_conversations import (
     FRACTION,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from summarizer.evaluation.command import MAX_LINE_ERRORS
-from summarizer.evaluation.dataset import Case, write_dataset
-from summarizer.evaluation.inputs import FileProblem, FileRead, read_file, read_inputs
+from context_summarizer.evaluation.command import MAX_LINE_ERRORS
+from context_summarizer.evaluation.dataset import Case, write_dataset
+from context_summarizer.evaluation.inputs import FileProblem, FileRead, read_file, read_inputs
 
 from .test_eval_runner import invoke, rows_of
 from .test_eval_strategies import make_case
@@ -223,7 +223,7 @@ def test_a_folder_glob_reads_the_trajectories_and_names_the_rest() -> None:
 def test_help_names_the_formats_repeat_and_the_recommendation() -> None:
     from typer.testing import CliRunner
 
-    from summarizer.cli.main import app
+    from context_summarizer.cli.main import app
 
     result = CliRunner().invoke(app, ["eval", "--help"])
     assert result.exit_code == 0

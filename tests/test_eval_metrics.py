@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from summarizer.evaluation.dataset import GoldFact
-from summarizer.evaluation.metrics import (
+from context_summarizer.evaluation.dataset import GoldFact
+from context_summarizer.evaluation.metrics import (
     aggregate,
     compacted_span,
     compression_ratio,
@@ -17,8 +17,8 @@ from summarizer.evaluation.metrics import (
     missed_by_kind,
     row_cost,
 )
-from summarizer.evaluation.pricing import Price
-from summarizer.evaluation.records import FactRecall, MissedFact, ModelCall, ResultRow
+from context_summarizer.evaluation.pricing import Price
+from context_summarizer.evaluation.records import FactRecall, MissedFact, ModelCall, ResultRow
 
 FIVE_FACTS = [
     GoldFact(id="path", text="src/billing/invoice.py", kind="path"),

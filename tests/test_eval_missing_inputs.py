@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from summarizer.evaluation.dataset import write_dataset
-from summarizer.evaluation.strategies import resolve_strategies
+from context_summarizer.evaluation.dataset import write_dataset
+from context_summarizer.evaluation.strategies import resolve_strategies
 
 from .test_eval_runner import invoke, rows_of
 from .test_eval_strategies import make_case
@@ -57,7 +57,7 @@ def test_the_default_strategies_skip_given_with_a_note_when_no_case_has_summarie
 
 
 def test_cases_without_rows_lists_each_strategys_uncovered_cases() -> None:
-    from summarizer.evaluation.evaluate import cases_without_rows
+    from context_summarizer.evaluation.evaluate import cases_without_rows
 
     cases = [make_case(id="a", summaries=[SUMMARY]), make_case(id="b")]
     missing = cases_without_rows(cases, resolve_strategies(["given", "truncate"]))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from summarizer.core.errors import ConfigurationError
-from summarizer.evaluation.pricing import (
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.evaluation.pricing import (
     Cost,
     Price,
     RequestTokens,

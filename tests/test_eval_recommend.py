@@ -9,11 +9,11 @@ from typing import get_args
 
 import pytest
 
-from summarizer.core.errors import ConfigurationError
-from summarizer.core.results import Policy
-from summarizer.evaluation.dataset import write_dataset
-from summarizer.evaluation.metrics import aggregate
-from summarizer.evaluation.recommend import (
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.core.results import Policy
+from context_summarizer.evaluation.dataset import write_dataset
+from context_summarizer.evaluation.metrics import aggregate
+from context_summarizer.evaluation.recommend import (
     MARGIN,
     PROXY_POLICIES,
     RULE,
@@ -21,11 +21,11 @@ from summarizer.evaluation.recommend import (
     needs_model,
     recommend,
 )
-from summarizer.evaluation.records import FactRecall, ResultRow, RunConfig
-from summarizer.evaluation.report_sections import choice_table
-from summarizer.evaluation.strategies import STRATEGIES
-from summarizer.proxy.config_file import read_config_file
-from summarizer.proxy.settings import Settings, declared
+from context_summarizer.evaluation.records import FactRecall, ResultRow, RunConfig
+from context_summarizer.evaluation.report_sections import choice_table
+from context_summarizer.evaluation.strategies import STRATEGIES
+from context_summarizer.proxy.config_file import read_config_file
+from context_summarizer.proxy.settings import Settings, declared
 
 from .test_eval_runner import invoke
 from .test_eval_strategies import make_case

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from summarizer.evaluation.dataset import write_dataset
-from summarizer.evaluation.runner import RESULTS_FILE
-from summarizer.testing import TestUpstream
-from summarizer.testing.responders import Reply, is_summary_request
+from context_summarizer.evaluation.dataset import write_dataset
+from context_summarizer.evaluation.runner import RESULTS_FILE
+from context_summarizer.testing import TestUpstream
+from context_summarizer.testing.responders import Reply, is_summary_request
 
 from .eval_responders import EvalResponder
 from .test_eval_runner import invoke, rows_of

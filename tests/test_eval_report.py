@@ -15,10 +15,15 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from summarizer.evaluation.dataset import write_dataset
-from summarizer.evaluation.records import FactRecall, MissedFact, ResultRow
-from summarizer.evaluation.report_facts import TOP_CASES, TOP_FACTS, facts_table, missed_facts
-from summarizer.evaluation.report_tables import markdown_table, md_code, shorten
+from context_summarizer.evaluation.dataset import write_dataset
+from context_summarizer.evaluation.records import FactRecall, MissedFact, ResultRow
+from context_summarizer.evaluation.report_facts import (
+    TOP_CASES,
+    TOP_FACTS,
+    facts_table,
+    missed_facts,
+)
+from context_summarizer.evaluation.report_tables import markdown_table, md_code, shorten
 
 from .test_eval_runner import invoke, rows_of
 from .test_eval_strategies import make_case

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from summarizer.evaluation.dataset import write_dataset
-from summarizer.evaluation.metrics import aggregate
-from summarizer.evaluation.pricing import Price
-from summarizer.evaluation.records import FactRecall, MissedFact, ModelCall, ResultRow
-from summarizer.evaluation.report_verdicts import verdicts
-from summarizer.testing import TestUpstream
+from context_summarizer.evaluation.dataset import write_dataset
+from context_summarizer.evaluation.metrics import aggregate
+from context_summarizer.evaluation.pricing import Price
+from context_summarizer.evaluation.records import FactRecall, MissedFact, ModelCall, ResultRow
+from context_summarizer.evaluation.report_verdicts import verdicts
+from context_summarizer.testing import TestUpstream
 
 from .eval_responders import EvalResponder
 from .test_eval_runner import invoke, rows_of

@@ -12,18 +12,18 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from summarizer.evaluation.command import eval_command
-from summarizer.evaluation.dataset import Case, load_dataset, write_dataset
-from summarizer.evaluation.records import ResultRow
-from summarizer.evaluation.runner import (
+from context_summarizer.evaluation.command import eval_command
+from context_summarizer.evaluation.dataset import Case, load_dataset, write_dataset
+from context_summarizer.evaluation.records import ResultRow
+from context_summarizer.evaluation.runner import (
     RESULTS_FILE,
     EvalSettings,
     RunConfigMismatch,
     read_rows,
     run_eval,
 )
-from summarizer.loaders.prompts import load_prompt
-from summarizer.testing import Fault, TestUpstream
+from context_summarizer.loaders.prompts import load_prompt
+from context_summarizer.testing import Fault, TestUpstream
 
 from .eval_responders import EvalResponder
 from .test_eval_strategies import make_case
@@ -36,7 +36,8 @@ runner = CliRunner()
 
 
 def cli() -> typer.Typer:
-    """A Typer app with the command as ``eval`` (as ``summarizer.cli.main`` registers it)."""
+    """A Typer app with the command as ``eval`` (as ``context_summarizer.cli.main`` registers
+    it)."""
     app = typer.Typer()
 
     @app.callback()
@@ -360,9 +361,9 @@ def test_a_case_that_fits_is_not_compacted(tmp_path: Path) -> None:
 
 
 def test_the_html_report_escapes_everything_from_the_data() -> None:
-    from summarizer.evaluation.pricing import default_prices
-    from summarizer.evaluation.records import FactRecall, MissedFact, RunConfig
-    from summarizer.evaluation.report import render_html, render_markdown
+    from context_summarizer.evaluation.pricing import default_prices
+    from context_summarizer.evaluation.records import FactRecall, MissedFact, RunConfig
+    from context_summarizer.evaluation.report import render_html, render_markdown
 
     hostile = "<script>alert('x')</script>"
     row = ResultRow(

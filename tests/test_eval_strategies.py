@@ -12,21 +12,21 @@ from typing import Any
 
 import pytest
 
-from summarizer.core.errors import ConfigurationError
-from summarizer.core.facts import LEDGER_HEADER
-from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.evaluation.compaction import CompactionInput, request_tokens
-from summarizer.evaluation.dataset import Case
-from summarizer.evaluation.engine_strategies import render_transcript
-from summarizer.evaluation.mechanical import mask_tool_outputs
-from summarizer.evaluation.strategies import (
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.core.facts import LEDGER_HEADER
+from context_summarizer.core.results import SummarizeCall, SummaryOutcome
+from context_summarizer.evaluation.compaction import CompactionInput, request_tokens
+from context_summarizer.evaluation.dataset import Case
+from context_summarizer.evaluation.engine_strategies import render_transcript
+from context_summarizer.evaluation.mechanical import mask_tool_outputs
+from context_summarizer.evaluation.strategies import (
     MODEL_STRATEGIES,
     OFFLINE_STRATEGIES,
     STRATEGIES,
     resolve_strategies,
 )
-from summarizer.loaders.prompts import load_prompt
-from summarizer.loaders.tokenizers import make_counter
+from context_summarizer.loaders.prompts import load_prompt
+from context_summarizer.loaders.tokenizers import make_counter
 
 from .test_engine import assert_valid_conversation
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from summarizer.core.facts import (
+from context_summarizer.core.facts import (
     KIND_ORDER,
     LEDGER_HEADER,
     Fact,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.core.facts import extract_facts
+from context_summarizer.core.facts import extract_facts
 
 
 def tool(content: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The fast path (``summarizer.proxy.fast_path``) gives exactly what parsing the body whole gives.
+"""The fast path (``context_summarizer.proxy.fast_path``) gives exactly what parsing the body whole
+gives.
 
 On random conversations sent as successive bodies (appended turns, forks, edits in the middle,
 changed fields after the messages, whitespace and key-order changes, strings full of quotes,
@@ -23,15 +24,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from summarizer import ContextManager
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.body import outgoing_body
-from summarizer.proxy.chat_request import ChatRequest, parse_chat_request
-from summarizer.proxy.errors import ProxyError
-from summarizer.proxy.fast_path import KEY_BYTES, FastPath, Outcome
-from summarizer.proxy.managed_request import sender
-from summarizer.proxy.remembered import Remembered
-from summarizer.testing import TestUpstream, summary_responder
+from context_summarizer import ContextManager
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.body import outgoing_body
+from context_summarizer.proxy.chat_request import ChatRequest, parse_chat_request
+from context_summarizer.proxy.errors import ProxyError
+from context_summarizer.proxy.fast_path import KEY_BYTES, FastPath, Outcome
+from context_summarizer.proxy.managed_request import sender
+from context_summarizer.proxy.remembered import Remembered
+from context_summarizer.testing import TestUpstream, summary_responder
 
 from .recording_relay import Recorder, recorded_proxy
 

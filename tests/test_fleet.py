@@ -35,9 +35,9 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.proxy.headers import credential_namespace
-from summarizer.stores import RedisStore
-from summarizer.testing import (
+from context_summarizer.proxy.headers import credential_namespace
+from context_summarizer.stores import RedisStore
+from context_summarizer.testing import (
     Fault,
     RoutingResponder,
     TestUpstream,
@@ -121,7 +121,7 @@ class Fleet:
             [
                 sys.executable,
                 "-m",
-                "summarizer.cli",
+                "context_summarizer.cli",
                 "serve",
                 "--store",
                 self.redis.url,

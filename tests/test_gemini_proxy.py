@@ -20,11 +20,11 @@ import httpx2
 import pytest
 from google.genai import types
 
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.gemini_request import GeminiRequest
-from summarizer.stores.sqlite import SQLiteStore
-from summarizer.testing import Reply, ScriptedToolAgent, TestUpstream, ToolCallSpec
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.gemini_request import GeminiRequest
+from context_summarizer.stores.sqlite import SQLiteStore
+from context_summarizer.testing import Reply, ScriptedToolAgent, TestUpstream, ToolCallSpec
+from context_summarizer.testing.scenario import CodingSession
 
 from .conftest import ProxyFactory
 from .gemini_support import (

@@ -16,9 +16,9 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import Fault, ScriptedToolAgent, TestUpstream
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import Fault, ScriptedToolAgent, TestUpstream
 
 from .conftest import ProxyFactory
 from .gemini_support import KEY, MODEL, NO_AUTO, gemini_client, gemini_requests, root

@@ -27,7 +27,7 @@ import httpx2
 import pytest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from summarizer.proxy.lane.http_server import HttpServer, listening_socket, new_event_loop
+from context_summarizer.proxy.lane.http_server import HttpServer, listening_socket, new_event_loop
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from summarizer import CompactionConfig, ConfigurationError, ContextManager, PinRule
-from summarizer.core.messages import content_text
-from summarizer.core.results import PrepareResult, SummarizeCall, SummaryOutcome
-from summarizer.loaders.prompts import load_prompt
+from context_summarizer import CompactionConfig, ConfigurationError, ContextManager, PinRule
+from context_summarizer.core.messages import content_text
+from context_summarizer.core.results import PrepareResult, SummarizeCall, SummaryOutcome
+from context_summarizer.loaders.prompts import load_prompt
 
 from .invariants import check_request
 

@@ -12,11 +12,11 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.cli.demo import run_coding_session
-from summarizer.cli.main import app
-from summarizer.loaders.prompts import load_prompt
-from summarizer.proxy.settings import Settings
-from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
+from context_summarizer.cli.demo import run_coding_session
+from context_summarizer.cli.main import app
+from context_summarizer.loaders.prompts import load_prompt
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import RoutingResponder, TestUpstream, echo_responder
 
 from .conftest import ProxyFactory
 from .test_proxy import MODEL, TOOLS, chat_requests, client, long_history
@@ -110,7 +110,7 @@ def test_policy_comes_from_the_flag_or_the_environment(monkeypatch: pytest.Monke
     assert Settings.from_env({"SUMMARIZER_POLICY": "hybrid"}).compaction.policy == "hybrid"
     assert Settings(policy="hybrid").compaction.policy == "hybrid"
     started: list[Settings] = []
-    monkeypatch.setattr("summarizer.proxy.server.serve", started.append)
+    monkeypatch.setattr("context_summarizer.proxy.server.serve", started.append)
     monkeypatch.delenv("SUMMARIZER_POLICY", raising=False)
     result = CliRunner().invoke(app, ["serve", "--policy", "hybrid", "--db", ":memory:"])
     assert result.exit_code == 0, result.output

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from summarizer.core.planner import truncate_message
-from summarizer.loaders.prompts import load_prompt, render_prompt
+from context_summarizer.core.planner import truncate_message
+from context_summarizer.loaders.prompts import load_prompt, render_prompt
 
 from .invariants import (
     BELONGS,

@@ -1,5 +1,5 @@
-"""The lane (``summarizer.proxy.lane``) streams a body upstream as it arrives, and the upstream
-never acts on anything but what the full path would have sent.
+"""The lane (``context_summarizer.proxy.lane``) streams a body upstream as it arrives, and the
+upstream never acts on anything but what the full path would have sent.
 
 Over real HTTP, with a relay in front of the test upstream that keeps every request body it
 receives, whole or cut off: a proxy with the lane and one without send byte-identical requests
@@ -24,11 +24,11 @@ import httpx2
 import pytest
 from starlette.applications import Starlette
 
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.app import create_app
-from summarizer.proxy.lane import with_lane
-from summarizer.proxy.settings import Settings
-from summarizer.testing import Fault, Reply, TestUpstream, summary_responder
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.app import create_app
+from context_summarizer.proxy.lane import with_lane
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import Fault, Reply, TestUpstream, summary_responder
 
 from .recording_relay import Recorder, recorded_proxy
 

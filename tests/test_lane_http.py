@@ -1,5 +1,5 @@
-"""The lane (``summarizer.proxy.lane``) over raw HTTP/1.1 on a real socket: a body arriving in
-pieces and departing from the remembered one anywhere, a client slower than the body read
+"""The lane (``context_summarizer.proxy.lane``) over raw HTTP/1.1 on a real socket: a body arriving
+in pieces and departing from the remembered one anywhere, a client slower than the body read
 timeout, one gone mid-body or mid-answer, ``Expect: 100-continue``, pipelined requests, bodies
 the lane leaves to the app (chunked, a browser's), and another HTTP implementation under it.
 
@@ -23,11 +23,11 @@ import httpx2
 import pytest
 import uvicorn
 
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.app import create_app
-from summarizer.proxy.lane import with_lane
-from summarizer.proxy.settings import Settings
-from summarizer.testing import Fault, TestUpstream, summary_responder
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.app import create_app
+from context_summarizer.proxy.lane import with_lane
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import Fault, TestUpstream, summary_responder
 
 from .recording_relay import Recorder
 from .test_lane import answer_text, metric, parses

@@ -1,5 +1,5 @@
-"""A streamed answer on the lane (``summarizer.proxy.lane.answer``) reaches the client as the
-full path sends it, through a stream broken off, one that stalls past the read timeout, a
+"""A streamed answer on the lane (``context_summarizer.proxy.lane.answer``) reaches the client as
+the full path sends it, through a stream broken off, one that stalls past the read timeout, a
 client too slow to keep up and a client that leaves, and the lane serves the next request
 after each.
 
@@ -19,9 +19,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import Fault, Reply, TestUpstream, summary_responder
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import Fault, Reply, TestUpstream, summary_responder
 
 from .test_lane import answer_text, metric
 

@@ -13,11 +13,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from summarizer import ContextManager
-from summarizer.core.facts import LEDGER_HEADER, extract_facts, is_summary_message, parse_ledger
-from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.core.summary_request import summary_message
-from summarizer.loaders.prompts import load_prompt
+from context_summarizer import ContextManager
+from context_summarizer.core.facts import (
+    LEDGER_HEADER,
+    extract_facts,
+    is_summary_message,
+    parse_ledger,
+)
+from context_summarizer.core.results import SummarizeCall, SummaryOutcome
+from context_summarizer.core.summary_request import summary_message
+from context_summarizer.loaders.prompts import load_prompt
 
 PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
 INVENTED = (

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.core.facts import (
+from context_summarizer.core.facts import (
     LEDGER_HEADER,
     Fact,
     extract_facts,
@@ -19,16 +19,16 @@ from summarizer.core.facts import (
     merge_ledger,
     rank_facts,
 )
-from summarizer.evaluation.compaction import CompactionInput, request_tokens
-from summarizer.evaluation.converters import (
+from context_summarizer.evaluation.compaction import CompactionInput, request_tokens
+from context_summarizer.evaluation.converters import (
     read_chat,
     read_claude_code,
     read_mini_swe_agent,
     read_swe_agent,
 )
-from summarizer.evaluation.metrics import context_text, gold_fact_recall
-from summarizer.evaluation.strategies import STRATEGIES
-from summarizer.loaders.tokenizers import make_counter
+from context_summarizer.evaluation.metrics import context_text, gold_fact_recall
+from context_summarizer.evaluation.strategies import STRATEGIES
+from context_summarizer.loaders.tokenizers import make_counter
 
 FIXTURES = Path(__file__).parent / "fixtures" / "converters"
 SHARED = Path("/work/shared/trajectories")

@@ -1,4 +1,5 @@
-"""Unit tests for ``summarizer.proxy.logs``: redaction, the JSON formatter, the logging config."""
+"""Unit tests for ``context_summarizer.proxy.logs``: redaction, the JSON formatter, the logging
+config."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.proxy.logs import JSONFormatter, RedactingFilter, configure_logging, redact
+from context_summarizer.proxy.logs import JSONFormatter, RedactingFilter, configure_logging, redact
 
 TOKEN = "abcDEF123456xyz"
 SK_KEY = "sk-proj-Abc123_def456-GHI"

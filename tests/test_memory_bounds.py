@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from summarizer import ContextManager
-from summarizer.core.caches import ChainCache
-from summarizer.core.checkpoints import Checkpoint
-from summarizer.core.engine import ContextEngine
-from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.library.engines import engine_for
-from summarizer.stores import MemoryStore, SQLiteStore
+from context_summarizer import ContextManager
+from context_summarizer.core.caches import ChainCache
+from context_summarizer.core.checkpoints import Checkpoint
+from context_summarizer.core.engine import ContextEngine
+from context_summarizer.core.results import SummarizeCall, SummaryOutcome
+from context_summarizer.library.engines import engine_for
+from context_summarizer.stores import MemoryStore, SQLiteStore
 
 
 def summarize(call: SummarizeCall) -> SummaryOutcome:

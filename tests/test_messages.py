@@ -4,8 +4,8 @@ import copy
 
 import pytest
 
-from summarizer.core.errors import InvalidConversation
-from summarizer.core.messages import (
+from context_summarizer.core.errors import InvalidConversation
+from context_summarizer.core.messages import (
     canonical_json,
     group_units,
     identity_form,

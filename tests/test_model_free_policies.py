@@ -16,12 +16,17 @@ from typing import Any
 
 import pytest
 
-from summarizer import CompactionEvent, ContextManager
-from summarizer.core.facts import LEDGER_HEADER, extract_facts, is_summary_message, parse_ledger
-from summarizer.core.messages import content_text
-from summarizer.core.results import Policy, PrepareResult
-from summarizer.core.summary_request import summary_message
-from summarizer.loaders.prompts import load_prompt, render_prompt
+from context_summarizer import CompactionEvent, ContextManager
+from context_summarizer.core.facts import (
+    LEDGER_HEADER,
+    extract_facts,
+    is_summary_message,
+    parse_ledger,
+)
+from context_summarizer.core.messages import content_text
+from context_summarizer.core.results import Policy, PrepareResult
+from context_summarizer.core.summary_request import summary_message
+from context_summarizer.loaders.prompts import load_prompt, render_prompt
 
 from .invariants import check_request
 from .test_hybrid import MASK, MODEL, Message, Summaries, conversation, masked_positions, tool_turn

@@ -14,15 +14,15 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.cli.demo import run_coding_session
-from summarizer.cli.main import app
-from summarizer.core.facts import LEDGER_HEADER
-from summarizer.core.results import Policy
-from summarizer.loaders.prompts import load_prompt
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.banner import banner_lines
-from summarizer.proxy.settings import Settings
-from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
+from context_summarizer.cli.demo import run_coding_session
+from context_summarizer.cli.main import app
+from context_summarizer.core.facts import LEDGER_HEADER
+from context_summarizer.core.results import Policy
+from context_summarizer.loaders.prompts import load_prompt
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.banner import banner_lines
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import RoutingResponder, TestUpstream, echo_responder
 
 from .conftest import ProxyFactory
 from .invariants import check_request
@@ -254,7 +254,7 @@ def test_the_policy_flag_takes_the_four_policies_and_refuses_others_clearly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     started: list[Settings] = []
-    monkeypatch.setattr("summarizer.proxy.server.serve", started.append)
+    monkeypatch.setattr("context_summarizer.proxy.server.serve", started.append)
     monkeypatch.delenv("SUMMARIZER_POLICY", raising=False)
     for policy in ("self-summary", "hybrid", "masking", "ledger-only"):
         result = CliRunner().invoke(app, ["serve", "--policy", policy, "--db", ":memory:"])

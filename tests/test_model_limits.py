@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from summarizer.core.errors import ConfigurationError, UnknownModelError
-from summarizer.core.model_limits import REGISTRY, ModelLimits, canonical_model_name, lookup_limits
+from context_summarizer.core.errors import ConfigurationError, UnknownModelError
+from context_summarizer.core.model_limits import (
+    REGISTRY,
+    ModelLimits,
+    canonical_model_name,
+    lookup_limits,
+)
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from summarizer.core.config import PinRule
-from summarizer.core.errors import BudgetExceeded
-from summarizer.core.messages import group_units, leading_instructions, message_text
-from summarizer.core.planner import ViewItem, cut_outputs, plan_compaction, summary_request_end
-from summarizer.loaders.prompts import load_prompt
+from context_summarizer.core.config import PinRule
+from context_summarizer.core.errors import BudgetExceeded
+from context_summarizer.core.messages import group_units, leading_instructions, message_text
+from context_summarizer.core.planner import (
+    ViewItem,
+    cut_outputs,
+    plan_compaction,
+    summary_request_end,
+)
+from context_summarizer.loaders.prompts import load_prompt
 
 from .conftest import tool_turn
 

@@ -16,10 +16,10 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.cli.demo import run_coding_session
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import (
+from context_summarizer.cli.demo import run_coding_session
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import (
     Fault,
     Reply,
     RoutingResponder,
@@ -29,7 +29,7 @@ from summarizer.testing import (
     echo_responder,
     is_summary_request,
 )
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.testing.scenario import CodingSession
 
 from .conftest import ProxyFactory, message_from_stream
 

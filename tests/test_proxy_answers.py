@@ -9,9 +9,9 @@ import math
 
 from prometheus_client import generate_latest
 
-from summarizer.proxy import sse
-from summarizer.proxy.body import json_object
-from summarizer.proxy.metrics import ProxyMetrics
+from context_summarizer.proxy import sse
+from context_summarizer.proxy.body import json_object
+from context_summarizer.proxy.metrics import ProxyMetrics
 
 
 def test_an_answer_reads_as_the_standard_library_reads_it() -> None:

@@ -22,15 +22,15 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.core.checkpoints import Checkpoint
-from summarizer.core.messages import canonical_json, message_digest
-from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.library.manager import ContextManager
-from summarizer.loaders.tokenizers import make_counter
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.body import NestingTooDeep, outgoing_body, parse_body
-from summarizer.proxy.settings import Settings
-from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
+from context_summarizer.core.checkpoints import Checkpoint
+from context_summarizer.core.messages import canonical_json, message_digest
+from context_summarizer.core.results import SummarizeCall, SummaryOutcome
+from context_summarizer.library.manager import ContextManager
+from context_summarizer.loaders.tokenizers import make_counter
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.body import NestingTooDeep, outgoing_body, parse_body
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import RoutingResponder, TestUpstream, echo_responder
 
 from .conftest import tool_turn
 from .test_proxy import TOOLS, long_history

@@ -1,4 +1,4 @@
-"""Unit tests for ``summarizer.proxy.body``: the request body the proxy sends upstream."""
+"""Unit tests for ``context_summarizer.proxy.body``: the request body the proxy sends upstream."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.proxy.body import outgoing_body, parse_body, wants_usage
+from context_summarizer.proxy.body import outgoing_body, parse_body, wants_usage
 
 MESSAGES = [
     {"role": "system", "content": "You are terse."},

@@ -12,8 +12,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from summarizer.testing import ScriptedToolAgent, TestUpstream
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.testing import ScriptedToolAgent, TestUpstream
+from context_summarizer.testing.scenario import CodingSession
 
 from .conftest import ProxyFactory
 from .test_proxy_responses import (

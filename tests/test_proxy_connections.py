@@ -20,9 +20,9 @@ import httpx2
 import openai._constants
 import uvicorn
 
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import TestUpstream
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import TestUpstream
 
 from .conftest import wait_until_serving
 
@@ -89,7 +89,7 @@ def test_serve_reads_the_idle_connection_timeout_from_the_environment(tmp_path: 
     with TestUpstream() as upstream:
         env = {**os.environ, "SUMMARIZER_IDLE_CONNECTION_TIMEOUT": "1"}
         command = [
-            sys.executable, "-m", "summarizer.cli", "serve", "--port", str(port),
+            sys.executable, "-m", "context_summarizer.cli", "serve", "--port", str(port),
             "--upstream", upstream.base_url, "--db", str(tmp_path / "c.db"),
         ]  # fmt: skip
         process = subprocess.Popen(

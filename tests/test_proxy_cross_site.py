@@ -19,12 +19,12 @@ import pytest
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
-from summarizer.core.errors import ConfigurationError
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.cross_site import normalize_origin
-from summarizer.proxy.settings import Settings
-from summarizer.testing import TestUpstream
+from context_summarizer.cli.main import app
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.cross_site import normalize_origin
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import TestUpstream
 
 from .chromium import chromium_path, run_chromium
 from .conftest import ProxyFactory

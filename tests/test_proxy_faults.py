@@ -27,14 +27,14 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.core.checkpoints import Checkpoint
-from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.library.manager import ContextManager
-from summarizer.library.upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.headers import credential_namespace
-from summarizer.proxy.settings import Settings
-from summarizer.testing import Fault, RoutingResponder, TestUpstream, echo_responder
+from context_summarizer.core.checkpoints import Checkpoint
+from context_summarizer.core.results import SummarizeCall, SummaryOutcome
+from context_summarizer.library.manager import ContextManager
+from context_summarizer.library.upstream import AsyncOpenAISummaryClient, OpenAISummaryClient
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.headers import credential_namespace
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import Fault, RoutingResponder, TestUpstream, echo_responder
 
 from .test_proxy import TOOLS, long_history
 

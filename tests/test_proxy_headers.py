@@ -1,4 +1,4 @@
-"""Unit tests for ``summarizer.proxy.headers``: which headers cross the proxy."""
+"""Unit tests for ``context_summarizer.proxy.headers``: which headers cross the proxy."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from summarizer.proxy.errors import ProxyError
-from summarizer.proxy.headers import (
+from context_summarizer.proxy.errors import ProxyError
+from context_summarizer.proxy.headers import (
     ANONYMOUS,
     HOP_BY_HOP,
     check_authorization,

@@ -19,12 +19,12 @@ import anthropic
 import httpx2
 import pytest
 
-from summarizer.cli.demo_messages import texts
-from summarizer.core.config import CompactionConfig
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import Fault, RecordedRequest, ScriptedToolAgent, TestUpstream
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.cli.demo_messages import texts
+from context_summarizer.core.config import CompactionConfig
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import Fault, RecordedRequest, ScriptedToolAgent, TestUpstream
+from context_summarizer.testing.scenario import CodingSession
 
 from .conftest import ProxyFactory
 

@@ -24,13 +24,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule, run_state_machine_as_test
 
-from summarizer import ContextManager
-from summarizer.core.messages import content_text
-from summarizer.loaders.tokenizers import make_counter
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.headers import credential_namespace
-from summarizer.proxy.settings import Settings
-from summarizer.testing import (
+from context_summarizer import ContextManager
+from context_summarizer.core.messages import content_text
+from context_summarizer.loaders.tokenizers import make_counter
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.headers import credential_namespace
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import (
     Fault,
     RecordedRequest,
     Reply,

@@ -11,10 +11,10 @@ import anthropic
 import openai
 import pytest
 
-from summarizer.core.errors import ConfigurationError
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import TestUpstream
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import TestUpstream
 
 from .redis_server import RedisServer
 

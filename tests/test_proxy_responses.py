@@ -19,10 +19,10 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from summarizer.cli.demo_messages import texts
-from summarizer.proxy import ProxyServer
-from summarizer.testing import RecordedRequest, ScriptedToolAgent, TestUpstream
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.cli.demo_messages import texts
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.testing import RecordedRequest, ScriptedToolAgent, TestUpstream
+from context_summarizer.testing.scenario import CodingSession
 
 from .conftest import ProxyFactory
 

@@ -12,9 +12,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from summarizer.cli.demo_messages import texts
-from summarizer.testing import ScriptedToolAgent, TestUpstream
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.cli.demo_messages import texts
+from context_summarizer.testing import ScriptedToolAgent, TestUpstream
+from context_summarizer.testing.scenario import CodingSession
 
 from .conftest import ProxyFactory
 from .test_proxy_responses import KEY, MODEL, openai_client, responses_requests, run_session

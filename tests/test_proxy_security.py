@@ -26,10 +26,10 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.core.errors import ConfigurationError
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import RoutingResponder, TestUpstream, echo_responder
 
 from .conftest import ProxyFactory, wait_until_serving
 from .test_proxy import TOOLS, long_history
@@ -290,7 +290,16 @@ def test_serve_refuses_a_server_key_on_a_public_interface_without_client_keys() 
     env = {**os.environ, "SUMMARIZER_UPSTREAM_API_KEY": SERVER_KEY}
     env.pop("SUMMARIZER_CLIENT_KEYS", None)
     result = subprocess.run(
-        [sys.executable, "-m", "summarizer.cli", "serve", "--host", "0.0.0.0", "--port", "0"],
+        [
+            sys.executable,
+            "-m",
+            "context_summarizer.cli",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+        ],
         capture_output=True,
         text=True,
         timeout=30,
@@ -306,7 +315,7 @@ def test_serve_refuses_a_server_key_on_a_public_interface_without_client_keys() 
 def test_a_server_key_on_loopback_without_client_keys_warns_at_startup(
     upstream: TestUpstream, start_proxy: ProxyFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="summarizer.proxy")
+    caplog.set_level(logging.INFO, logger="context_summarizer.proxy")
     start_proxy(upstream_api_key=SERVER_KEY)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("any local process" in message for message in warnings), warnings
@@ -320,7 +329,7 @@ def test_serve_takes_client_keys_from_the_flag(upstream: TestUpstream, tmp_path:
     port = free_port()
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "summarizer.cli", "serve", "--port", str(port)),
+            *(sys.executable, "-m", "context_summarizer.cli", "serve", "--port", str(port)),
             *("--upstream", upstream.base_url, "--db", str(tmp_path / "c.db")),
             *("--client-key", CLIENT_KEY, "--client-key", "sk-second-key"),
         ],
@@ -404,7 +413,7 @@ def test_sessions_api_all_serves_keyless_clients_and_off_serves_no_one(
 def test_startup_says_that_keyless_clients_share_one_namespace(
     upstream: TestUpstream, start_proxy: ProxyFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="summarizer.proxy")
+    caplog.set_level(logging.INFO, logger="context_summarizer.proxy")
     start_proxy()
     notes = [r.getMessage() for r in caplog.records if "share one namespace" in r.getMessage()]
     assert len(notes) == 1, caplog.text
@@ -531,7 +540,7 @@ def test_serve_refuses_an_openai_base_url_that_is_itself() -> None:
         [
             sys.executable,
             "-m",
-            "summarizer.cli",
+            "context_summarizer.cli",
             "serve",
             "--port",
             str(port),

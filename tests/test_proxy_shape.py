@@ -10,12 +10,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import summarizer.proxy
+import context_summarizer.proxy
 
-PROXY = Path(summarizer.proxy.__file__).parent
-PACKAGE = "summarizer.proxy"
+PROXY = Path(context_summarizer.proxy.__file__).parent
+PACKAGE = "context_summarizer.proxy"
 
-COMPOSITION_ROOT = {"summarizer.proxy.app", "summarizer.proxy.server"}
+COMPOSITION_ROOT = {"context_summarizer.proxy.app", "context_summarizer.proxy.server"}
 """The modules that build the proxy's services and hand each to the code that uses it."""
 
 
@@ -128,9 +128,9 @@ def test_only_the_composition_root_reaches_the_proxy_services() -> None:
     for path in PROXY.rglob("*.py"):
         name = _module_name(path)
         text = path.read_text(encoding="utf-8")
-        if "summarizer.proxy.services" in _imports(path) or "state.proxy" in text:
+        if "context_summarizer.proxy.services" in _imports(path) or "state.proxy" in text:
             reaching.add(name)
-    assert reaching - {"summarizer.proxy.services"} == COMPOSITION_ROOT
+    assert reaching - {"context_summarizer.proxy.services"} == COMPOSITION_ROOT
 
 
 def test_the_lane_uses_nothing_of_uvicorn() -> None:

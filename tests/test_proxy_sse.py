@@ -1,4 +1,5 @@
-"""Unit tests for ``summarizer.proxy.sse``: splitting a byte stream into whole SSE events."""
+"""Unit tests for ``context_summarizer.proxy.sse``: splitting a byte stream into whole SSE
+events."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from summarizer.proxy.sse import (
+from context_summarizer.proxy.sse import (
     EventSplitter,
     comment,
     data_event,

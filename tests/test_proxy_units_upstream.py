@@ -1,4 +1,4 @@
-"""Unit tests for ``summarizer.library.upstream.says_context_length_exceeded``."""
+"""Unit tests for ``context_summarizer.library.upstream.says_context_length_exceeded``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.library.upstream import says_context_length_exceeded
+from context_summarizer.library.upstream import says_context_length_exceeded
 
 OPENAI_BODY = {
     "error": {

@@ -10,9 +10,9 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.apis import shape_for_path
-from summarizer.testing import TestUpstream
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.apis import shape_for_path
+from context_summarizer.testing import TestUpstream
 
 from .conftest import ProxyFactory
 

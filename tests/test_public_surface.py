@@ -10,16 +10,16 @@ import sys
 
 import pytest
 
-import summarizer
-from summarizer.core import errors
+import context_summarizer
+from context_summarizer.core import errors
 
 # Each public name, under the module that defines it (or, for the stores, the package holding
 # them): the pin covers where a name comes from as well as that it is public.
 PUBLIC_BY_MODULE = {
-    "summarizer.core.checkpoints": ["Checkpoint"],
-    "summarizer.core.codecs.responses_compaction": ["BadCompactionItem"],
-    "summarizer.core.config": ["CompactionConfig", "PinRule"],
-    "summarizer.core.errors": [
+    "context_summarizer.core.checkpoints": ["Checkpoint"],
+    "context_summarizer.core.codecs.responses_compaction": ["BadCompactionItem"],
+    "context_summarizer.core.config": ["CompactionConfig", "PinRule"],
+    "context_summarizer.core.errors": [
         "BudgetExceeded",
         "ConfigurationError",
         "ConversionError",
@@ -33,42 +33,42 @@ PUBLIC_BY_MODULE = {
         "TokenizerUnavailable",
         "UnknownModelError",
     ],
-    "summarizer.core.results": [
+    "context_summarizer.core.results": [
         "CompactionEvent",
         "PrepareResult",
         "SummarizeCall",
         "SummaryOutcome",
         "TokenReport",
     ],
-    "summarizer.evaluation.runner": ["RunConfigMismatch"],
-    "summarizer.library.manager": ["ContextManager"],
-    "summarizer.library.wrapping": ["wrap"],
-    "summarizer.stores": ["MemoryStore", "RedisStore", "SQLiteStore", "Store"],
+    "context_summarizer.evaluation.runner": ["RunConfigMismatch"],
+    "context_summarizer.library.manager": ["ContextManager"],
+    "context_summarizer.library.wrapping": ["wrap"],
+    "context_summarizer.stores": ["MemoryStore", "RedisStore", "SQLiteStore", "Store"],
 }
 PUBLIC = sorted(name for names in PUBLIC_BY_MODULE.values() for name in names)
 HOME = {name: module for module, names in PUBLIC_BY_MODULE.items() for name in names}
 
 
 def test_all_is_pinned() -> None:
-    assert sorted(summarizer.__all__) == PUBLIC
-    assert len(set(summarizer.__all__)) == len(summarizer.__all__)
+    assert sorted(context_summarizer.__all__) == PUBLIC
+    assert len(set(context_summarizer.__all__)) == len(context_summarizer.__all__)
 
 
 @pytest.mark.parametrize("name", PUBLIC)
 def test_each_public_name_is_the_object_its_module_defines(name: str) -> None:
     module = importlib.import_module(HOME[name])
-    value = getattr(summarizer, name)
+    value = getattr(context_summarizer, name)
     assert value is getattr(module, name)
     # Defined there (the stores: in a submodule of the package), not merely imported there.
     assert value.__module__.startswith(module.__name__)
 
 
 def test_exports_table_and_all_agree() -> None:
-    assert sorted(summarizer._EXPORTS) == sorted(summarizer.__all__)
+    assert sorted(context_summarizer._EXPORTS) == sorted(context_summarizer.__all__)
 
 
 def test_dir_lists_every_public_name() -> None:
-    assert set(PUBLIC) <= set(dir(summarizer))
+    assert set(PUBLIC) <= set(dir(context_summarizer))
 
 
 def test_every_error_class_is_exported() -> None:
@@ -80,13 +80,13 @@ def test_every_error_class_is_exported() -> None:
         and value.__module__ == errors.__name__
     }
     assert defined
-    assert defined <= set(summarizer.__all__)
+    assert defined <= set(context_summarizer.__all__)
 
 
 def test_every_summarizer_error_anywhere_in_the_package_is_exported() -> None:
     # The error tree is public wherever a class of it is defined (the evaluator's own too).
     found = {}
-    for info in pkgutil.walk_packages(summarizer.__path__, prefix="summarizer."):
+    for info in pkgutil.walk_packages(context_summarizer.__path__, prefix="context_summarizer."):
         if info.name.endswith("__main__"):
             continue
         module = importlib.import_module(info.name)
@@ -98,13 +98,16 @@ def test_every_summarizer_error_anywhere_in_the_package_is_exported() -> None:
             ):
                 found[name] = value
     assert {"RunConfigMismatch", "BudgetExceeded"} <= set(found)
-    assert set(found) <= set(summarizer.__all__)
-    assert all(getattr(summarizer, name) is cls for name, cls in found.items())
+    assert set(found) <= set(context_summarizer.__all__)
+    assert all(getattr(context_summarizer, name) is cls for name, cls in found.items())
 
 
 def test_every_public_name_imports_in_a_fresh_interpreter() -> None:
-    # ``from summarizer import *`` resolves each lazy name: one that does not import fails here.
-    code = "from summarizer import *\nprint(sorted(n for n in dir() if not n.startswith('_')))"
+    # ``from context_summarizer import *`` resolves each lazy name: one that does not import fails
+    # here.
+    code = (
+        "from context_summarizer import *\nprint(sorted(n for n in dir() if not n.startswith('_')))"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
@@ -114,4 +117,4 @@ def test_every_public_name_imports_in_a_fresh_interpreter() -> None:
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
-        _ = summarizer.no_such_name  # type: ignore[attr-defined]
+        _ = context_summarizer.no_such_name  # type: ignore[attr-defined]

@@ -35,12 +35,12 @@ from typing import Any
 
 import pytest
 
-from summarizer.cli.test_upstream_serve import describe_request, for_test_model
-from summarizer.core.results import CompactionEvent
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import RoutingResponder, TestUpstream
-from summarizer.testing.tool_script import ToolScript, parse_tool_script
+from context_summarizer.cli.test_upstream_serve import describe_request, for_test_model
+from context_summarizer.core.results import CompactionEvent
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import RoutingResponder, TestUpstream
+from context_summarizer.testing.tool_script import ToolScript, parse_tool_script
 
 from .conftest import wait_until_serving
 from .redis_server import free_port

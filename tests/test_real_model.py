@@ -1,7 +1,7 @@
 """A real model in the loop: Qwen2.5-Coder-0.5B-Instruct behind llama.cpp writes every summary.
 
 Deselected by default (``-m real_model`` runs them; ``.ci/run`` does, in its own stage): each
-starts llama.cpp's server with the verified model (``summarizer.testing.real_model``, the
+starts llama.cpp's server with the verified model (``context_summarizer.testing.real_model``, the
 ``real-model`` extra) at ``n_ctx`` 8,192 and drives a scripted tool-using session through
 ``summarizer serve`` (the in-process ``ProxyServer``) or ``wrap()``, with the window set to the
 server's. What reaches the model goes through a recording relay, so the test sees it exactly:
@@ -25,13 +25,13 @@ from typing import Any
 import openai
 import pytest
 
-import summarizer
-from summarizer.core.results import CompactionEvent
-from summarizer.library.upstream import is_retryable
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing.real_model import MODEL_ALIAS, LlamaServer, model_file
-from summarizer.testing.scenario import CodingSession
+import context_summarizer
+from context_summarizer.core.results import CompactionEvent
+from context_summarizer.library.upstream import is_retryable
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing.real_model import MODEL_ALIAS, LlamaServer, model_file
+from context_summarizer.testing.scenario import CodingSession
 
 from .real_model_support import (
     RecordingRelay,
@@ -182,7 +182,7 @@ def test_a_session_through_wrap(llama: LlamaServer) -> None:
     events: list[CompactionEvent] = []
     with RecordingRelay(llama.base_url) as relay:
         sdk = openai.OpenAI(base_url=relay.base_url, api_key="none", max_retries=0, timeout=1_800)
-        client = summarizer.wrap(
+        client = context_summarizer.wrap(
             sdk,
             context_window=N_CTX,
             max_summary_tokens=SUMMARY_TOKENS,

@@ -13,8 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from summarizer.testing import real_model
-from summarizer.testing.real_model import MODEL_ALIAS, MODEL_BYTES, ModelUnavailable, model_file
+from context_summarizer.testing import real_model
+from context_summarizer.testing.real_model import (
+    MODEL_ALIAS,
+    MODEL_BYTES,
+    ModelUnavailable,
+    model_file,
+)
 
 
 def _target(cache: Path) -> Path:
@@ -53,7 +58,7 @@ def test_the_server_dies_with_the_process_that_started_it(tmp_path: Path) -> Non
     parent = textwrap.dedent(
         """
         import subprocess, sys, time
-        from summarizer.testing.real_model import die_with_parent
+        from context_summarizer.testing.real_model import die_with_parent
         child = subprocess.Popen(
             [sys.executable, "-c", "import time; time.sleep(60)"], preexec_fn=die_with_parent
         )

@@ -31,12 +31,12 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.core.recall_chat import CHAT
-from summarizer.core.recall_tool import answer_call, read_call
-from summarizer.core.spans import Span
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing.real_model import MODEL_ALIAS, LlamaServer, model_file
+from context_summarizer.core.recall_chat import CHAT
+from context_summarizer.core.recall_tool import answer_call, read_call
+from context_summarizer.core.spans import Span
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing.real_model import MODEL_ALIAS, LlamaServer, model_file
 
 from .real_model_support import RecordingRelay
 

@@ -7,7 +7,7 @@ import copy
 import json
 from typing import Any
 
-from summarizer.core.recall_chat import (
+from context_summarizer.core.recall_chat import (
     ToolCall,
     calls,
     continued,
@@ -15,8 +15,8 @@ from summarizer.core.recall_chat import (
     offered,
     without,
 )
-from summarizer.core.recall_tool import recall_tool
-from summarizer.loaders.prompts import load_prompt_set
+from context_summarizer.core.recall_tool import recall_tool
+from context_summarizer.loaders.prompts import load_prompt_set
 
 AGENT_TOOL = {
     "type": "function",

@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from summarizer.core.messages import message_text
-from summarizer.core.recall import MAX_QUERY_CHARS, fetch, search
-from summarizer.core.recall_tool import (
+from context_summarizer.core.messages import message_text
+from context_summarizer.core.recall import MAX_QUERY_CHARS, fetch, search
+from context_summarizer.core.recall_tool import (
     PARAMETERS,
     TOOL_NAMES,
     RecallCall,
@@ -21,8 +21,8 @@ from summarizer.core.recall_tool import (
     read_call,
     recall_tool,
 )
-from summarizer.core.spans import Span, index_line, span_id, spans_of
-from summarizer.loaders.prompts import load_prompt_set
+from context_summarizer.core.spans import Span, index_line, span_id, spans_of
+from context_summarizer.loaders.prompts import load_prompt_set
 
 
 def conversation() -> list[dict[str, Any]]:

@@ -13,8 +13,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from summarizer.core.recall_codec import Held, RecallCodec, ToolCall
-from summarizer.core.recall_gemini import (
+from context_summarizer.core.recall_codec import Held, RecallCodec, ToolCall
+from context_summarizer.core.recall_gemini import (
     GEMINI,
     SKIP_SIGNATURE,
     GeminiStream,
@@ -25,19 +25,19 @@ from summarizer.core.recall_gemini import (
     spliced,
     without,
 )
-from summarizer.core.recall_tool import PARAMETERS, RecallTool, recall_tool
-from summarizer.loaders.prompts import load_prompt_set
-from summarizer.proxy.sse import EventSplitter
-from summarizer.testing import Reply, TestUpstream, ToolCallSpec
-from summarizer.testing.answers import Answer
-from summarizer.testing.gemini_answers import (
+from context_summarizer.core.recall_tool import PARAMETERS, RecallTool, recall_tool
+from context_summarizer.loaders.prompts import load_prompt_set
+from context_summarizer.proxy.sse import EventSplitter
+from context_summarizer.testing import Reply, TestUpstream, ToolCallSpec
+from context_summarizer.testing.answers import Answer
+from context_summarizer.testing.gemini_answers import (
     THOUGHT,
     answer_parts,
     response_body,
     stream_chunks,
     usage_metadata,
 )
-from summarizer.testing.gemini_chat import (
+from context_summarizer.testing.gemini_chat import (
     invalid_gemini_request,
     missing_signature,
     signature_for,

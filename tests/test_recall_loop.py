@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from summarizer.core.recall_chat import CHAT
-from summarizer.core.recall_loop import MAX_TURN_CHARS, NO_ROOM, RecallLoop
-from summarizer.core.recall_tool import PARAMETERS, RecallTool
-from summarizer.core.spans import spans_of
+from context_summarizer.core.recall_chat import CHAT
+from context_summarizer.core.recall_loop import MAX_TURN_CHARS, NO_ROOM, RecallLoop
+from context_summarizer.core.recall_tool import PARAMETERS, RecallTool
+from context_summarizer.core.spans import spans_of
 
 RAW: list[dict[str, Any]] = [
     {"role": "user", "content": "go"},

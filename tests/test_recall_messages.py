@@ -13,8 +13,8 @@ from typing import Any
 
 from anthropic.lib.streaming._messages import accumulate_event
 
-from summarizer.core.recall_codec import Held, RecallStream, ToolCall
-from summarizer.core.recall_messages import (
+from context_summarizer.core.recall_codec import Held, RecallStream, ToolCall
+from context_summarizer.core.recall_messages import (
     MESSAGES,
     calls,
     continued,
@@ -23,11 +23,11 @@ from summarizer.core.recall_messages import (
     spliced,
     without,
 )
-from summarizer.core.recall_tool import PARAMETERS, RecallTool, recall_tool
-from summarizer.core.sse_events import event_json
-from summarizer.loaders.prompts import load_prompt_set
-from summarizer.testing.messages_answers import message_body, message_events
-from summarizer.testing.messages_checks import invalid_messages_request
+from context_summarizer.core.recall_tool import PARAMETERS, RecallTool, recall_tool
+from context_summarizer.core.sse_events import event_json
+from context_summarizer.loaders.prompts import load_prompt_set
+from context_summarizer.testing.messages_answers import message_body, message_events
+from context_summarizer.testing.messages_checks import invalid_messages_request
 
 MODEL = "claude-sonnet-4-5"
 USAGE = {

@@ -15,10 +15,10 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
-from summarizer.proxy import ProxyServer
-from summarizer.testing import Reply, ScriptedToolAgent, TestUpstream, ToolCallSpec
-from summarizer.testing.state import RecordedRequest
+from context_summarizer.cli.main import app
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.testing import Reply, ScriptedToolAgent, TestUpstream, ToolCallSpec
+from context_summarizer.testing.state import RecordedRequest
 
 from .conftest import ProxyFactory, message_from_stream
 

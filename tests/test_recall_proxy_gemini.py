@@ -15,8 +15,8 @@ import pytest
 from google import genai
 from google.genai import types
 
-from summarizer.proxy import ProxyServer
-from summarizer.testing import Reply, ScriptedToolAgent, TestUpstream, ToolCallSpec
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.testing import Reply, ScriptedToolAgent, TestUpstream, ToolCallSpec
 
 from .conftest import ProxyFactory
 from .gemini_support import KEY, NO_AUTO, gemini_client, gemini_requests, merged

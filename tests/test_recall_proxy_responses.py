@@ -14,9 +14,9 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from summarizer.proxy import ProxyServer
-from summarizer.testing import Reply, ScriptedToolAgent, TestUpstream, ToolCallSpec
-from summarizer.testing.state import RecordedRequest
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.testing import Reply, ScriptedToolAgent, TestUpstream, ToolCallSpec
+from context_summarizer.testing.state import RecordedRequest
 
 from .conftest import ProxyFactory
 

@@ -15,8 +15,8 @@ from openai._models import construct_type
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import Response, ResponseStreamEvent
 
-from summarizer.core.recall_codec import Held, RecallStream, ToolCall
-from summarizer.core.recall_responses import (
+from context_summarizer.core.recall_codec import Held, RecallStream, ToolCall
+from context_summarizer.core.recall_responses import (
     RESPONSES,
     calls,
     continued,
@@ -25,15 +25,19 @@ from summarizer.core.recall_responses import (
     spliced,
     without,
 )
-from summarizer.core.recall_responses_stream import ResponsesStream
-from summarizer.core.recall_tool import RecallTool, recall_tool
-from summarizer.core.sse_events import event_json, event_name
-from summarizer.loaders.prompts import load_prompt_set
-from summarizer.testing.answers import Answer
-from summarizer.testing.responses_answers import output_items, response_body, usage_for
-from summarizer.testing.responses_input import input_items, invalid_conversation, invalid_request
-from summarizer.testing.responses_stream import stream_events
-from summarizer.testing.state import UpstreamState
+from context_summarizer.core.recall_responses_stream import ResponsesStream
+from context_summarizer.core.recall_tool import RecallTool, recall_tool
+from context_summarizer.core.sse_events import event_json, event_name
+from context_summarizer.loaders.prompts import load_prompt_set
+from context_summarizer.testing.answers import Answer
+from context_summarizer.testing.responses_answers import output_items, response_body, usage_for
+from context_summarizer.testing.responses_input import (
+    input_items,
+    invalid_conversation,
+    invalid_request,
+)
+from context_summarizer.testing.responses_stream import stream_events
+from context_summarizer.testing.state import UpstreamState
 
 AGENT_TOOL = {
     "type": "function",

@@ -12,8 +12,8 @@ from typing import Any
 import openai
 import pytest
 
-import summarizer
-from summarizer.testing import Reply, ScriptedToolAgent, TestUpstream
+import context_summarizer
+from context_summarizer.testing import Reply, ScriptedToolAgent, TestUpstream
 
 from .conftest import message_from_stream
 from .test_recall_proxy import BASH, NEEDLE, bash, history, recall, tool_names
@@ -43,7 +43,7 @@ def agent_bodies(upstream: TestUpstream) -> list[dict[str, Any]]:
 def wrapped(upstream: TestUpstream, *, asynchronous: bool = False, **config: Any) -> Any:
     kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
     client = kind(base_url=upstream.base_url, api_key="sk-test", max_retries=0)
-    return summarizer.wrap(client, context_window=16_000, **config)
+    return context_summarizer.wrap(client, context_window=16_000, **config)
 
 
 def check_second_round(upstream: TestUpstream) -> None:

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from summarizer.evaluation.dataset import GoldFact
-from summarizer.evaluation.metrics import aggregate, context_text, gold_fact_recall
-from summarizer.evaluation.records import FactRecall, ResultRow
-from summarizer.evaluation.recoverable import query_for, recoverable_recall, replaced_spans
-from summarizer.evaluation.runner import read_rows
+from context_summarizer.evaluation.dataset import GoldFact
+from context_summarizer.evaluation.metrics import aggregate, context_text, gold_fact_recall
+from context_summarizer.evaluation.records import FactRecall, ResultRow
+from context_summarizer.evaluation.recoverable import query_for, recoverable_recall, replaced_spans
+from context_summarizer.evaluation.runner import read_rows
 
 Message = dict[str, Any]
 

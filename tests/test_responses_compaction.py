@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from summarizer.core.bounded_json import NestingTooDeep, loads_bounded
-from summarizer.core.codecs.responses_compaction import (
+from context_summarizer.core.bounded_json import NestingTooDeep, loads_bounded
+from context_summarizer.core.codecs.responses_compaction import (
     PREFIX,
     BadCompactionItem,
     compaction_item,
     expand,
     is_ours,
 )
-from summarizer.core.config import Budget, CompactionConfig, resolve_budget
-from summarizer.core.facts import extract_facts
+from context_summarizer.core.config import Budget, CompactionConfig, resolve_budget
+from context_summarizer.core.facts import extract_facts
 
 SECRET = b"k" * 32
 NS = "key-0123"

@@ -18,9 +18,9 @@ import pytest
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
-from summarizer.proxy.banner import banner_lines, display_url
-from summarizer.proxy.settings import Settings
+from context_summarizer.cli.main import app
+from context_summarizer.proxy.banner import banner_lines, display_url
+from context_summarizer.proxy.settings import Settings
 
 from .conftest import wait_until_serving
 from .redis_server import RedisServer
@@ -81,7 +81,7 @@ def test_test_upstream_and_upstream_together_are_refused() -> None:
 def _serve(args: list[str], tmp_path: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "HOME": str(tmp_path)}  # the default state folder stays in tmp
     return subprocess.Popen(
-        [sys.executable, "-m", "summarizer", *args],
+        [sys.executable, "-m", "context_summarizer", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -158,7 +158,7 @@ def test_demo_keep_serving_leaves_the_session_to_look_at(tmp_path: Path) -> None
 
 
 def test_the_banner_keeps_quiet_above_info(capsys: pytest.CaptureFixture[str]) -> None:
-    from summarizer.proxy.banner import print_banner
+    from context_summarizer.proxy.banner import print_banner
 
     print_banner(Settings(log_level="warning"), ["summarizer banner line"])
     assert "banner line" not in capsys.readouterr().err

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx2
 import openai
 
-from summarizer.testing import TestUpstream
+from context_summarizer.testing import TestUpstream
 
 from .conftest import wait_until_serving
 
@@ -39,7 +39,7 @@ def test_serve_runs_with_flags_and_environment_and_logs_json_without_keys(tmp_pa
             [
                 sys.executable,
                 "-m",
-                "summarizer.cli",
+                "context_summarizer.cli",
                 "serve",
                 "--port",
                 str(port),
@@ -85,7 +85,7 @@ def test_serve_runs_with_flags_and_environment_and_logs_json_without_keys(tmp_pa
 
 def test_serve_rejects_bad_settings_with_a_clear_error() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "summarizer.cli", "serve", "--trigger-ratio", "0.3"],
+        [sys.executable, "-m", "context_summarizer.cli", "serve", "--trigger-ratio", "0.3"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -103,7 +103,7 @@ def test_serve_exits_3_when_its_port_is_taken_as_its_help_says() -> None:
         port = taken.getsockname()[1]
         result = subprocess.run(
             [
-                *(sys.executable, "-m", "summarizer.cli", "serve", "--port", str(port)),
+                *(sys.executable, "-m", "context_summarizer.cli", "serve", "--port", str(port)),
                 *("--db", ":memory:", "--log-level", "warning"),
             ],
             capture_output=True,
@@ -114,7 +114,7 @@ def test_serve_exits_3_when_its_port_is_taken_as_its_help_says() -> None:
     assert result.returncode == 3, result.stderr
     assert "address already in use" in result.stderr
     shown = subprocess.run(
-        [sys.executable, "-m", "summarizer.cli", "serve", "--help"],
+        [sys.executable, "-m", "context_summarizer.cli", "serve", "--help"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -132,7 +132,7 @@ def _serve_and_count_drafts(tmp_path: Path, *flags: str) -> dict[str, float]:
     with TestUpstream(context_window=16_000) as upstream:
         process = subprocess.Popen(
             [
-                *(sys.executable, "-m", "summarizer.cli", "serve", "--port", str(port)),
+                *(sys.executable, "-m", "context_summarizer.cli", "serve", "--port", str(port)),
                 *("--upstream", upstream.base_url, "--db", str(tmp_path / "c.db")),
                 *("--context-window", "16000", *flags),
             ],

@@ -13,12 +13,12 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
-from summarizer.cli.sessions import parse_since
-from summarizer.core.activity import redact
-from summarizer.evaluation.dataset import load_dataset
-from summarizer.stores import SQLiteStore
-from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
+from context_summarizer.cli.main import app
+from context_summarizer.cli.sessions import parse_since
+from context_summarizer.core.activity import redact
+from context_summarizer.evaluation.dataset import load_dataset
+from context_summarizer.stores import SQLiteStore
+from context_summarizer.testing import RoutingResponder, TestUpstream, echo_responder
 
 from .conftest import ProxyFactory
 from .test_proxy import long_history
@@ -144,7 +144,7 @@ def test_version() -> None:
 
 @pytest.mark.parametrize("api", ["messages", "responses"])
 def test_the_other_front_doors_log_their_requests(api: str, tmp_path: Path) -> None:
-    from summarizer.cli.demo import run_coding_session
+    from context_summarizer.cli.demo import run_coding_session
 
     db = tmp_path / "checkpoints.db"
     stats = run_coding_session(turns=30, api=api, via="proxy", db=db)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Unit tests for ``summarizer.proxy.settings``: the proxy's settings from env and flags.
+"""Unit tests for ``context_summarizer.proxy.settings``: the proxy's settings from env and flags.
 
 Every test passes an explicit ``environ`` mapping; ``os.environ`` is never read or touched.
 """
@@ -14,10 +14,10 @@ from platformdirs import user_state_path
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
-from summarizer.core.config import CompactionConfig
-from summarizer.core.errors import ConfigurationError
-from summarizer.proxy.settings import COMPACTION_SETTINGS, DEFAULT_UPSTREAM, Settings
+from context_summarizer.cli.main import app
+from context_summarizer.core.config import CompactionConfig
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.proxy.settings import COMPACTION_SETTINGS, DEFAULT_UPSTREAM, Settings
 
 SECRET = "sk-test-0123456789abcdefSECRET"
 

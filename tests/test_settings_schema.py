@@ -16,12 +16,12 @@ import pytest
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
-from summarizer.core.config import CompactionConfig
-from summarizer.core.errors import ConfigurationError
-from summarizer.proxy.config_file import CONFIG_ENV, MODEL_COMPACTION_FIELDS, ModelEntry
-from summarizer.proxy.settings import COMPACTION_SETTINGS, Settings, declared
-from summarizer.proxy.settings_schema import DeclaredSetting, markdown_tables
+from context_summarizer.cli.main import app
+from context_summarizer.core.config import CompactionConfig
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.proxy.config_file import CONFIG_ENV, MODEL_COMPACTION_FIELDS, ModelEntry
+from context_summarizer.proxy.settings import COMPACTION_SETTINGS, Settings, declared
+from context_summarizer.proxy.settings_schema import DeclaredSetting, markdown_tables
 
 SETTINGS = declared()
 # The rest: [[models]] (tests/test_config_file.py) and what only an entry of it sets (below).
@@ -91,7 +91,7 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
     for variable in [s.env for s in SETTINGS if s.env] + [CONFIG_ENV, "OPENAI_BASE_URL"]:
         monkeypatch.delenv(variable, raising=False)
     started: list[Settings] = []
-    monkeypatch.setattr("summarizer.proxy.server.serve", started.append)
+    monkeypatch.setattr("context_summarizer.proxy.server.serve", started.append)
     return started
 
 
@@ -297,5 +297,5 @@ def test_the_readme_tables_are_the_declarations() -> None:
     assert found, "the README has no settings tables"
     assert found.group(1) == markdown_tables(SETTINGS), (
         "the README's settings tables differ from the declarations: paste in "
-        "summarizer.proxy.settings_schema.markdown_tables(summarizer.proxy.settings.declared())"
+        "context_summarizer.proxy.settings_schema.markdown_tables(context_summarizer.proxy.settings.declared())"
     )

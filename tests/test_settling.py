@@ -24,14 +24,14 @@ from typing import Any
 
 import pytest
 
-from summarizer import ContextManager
-from summarizer.core.effects import FindCheckpoint, SaveCheckpoint, Turn
-from summarizer.core.errors import StoreUnavailable
-from summarizer.core.located import Located
-from summarizer.core.results import PrepareResult, SummarizeCall, SummaryOutcome
-from summarizer.library.drive import drive_async, drive_sync
-from summarizer.library.sessions import SessionLocks
-from summarizer.library.settling import (
+from context_summarizer import ContextManager
+from context_summarizer.core.effects import FindCheckpoint, SaveCheckpoint, Turn
+from context_summarizer.core.errors import StoreUnavailable
+from context_summarizer.core.located import Located
+from context_summarizer.core.results import PrepareResult, SummarizeCall, SummaryOutcome
+from context_summarizer.library.drive import drive_async, drive_sync
+from context_summarizer.library.sessions import SessionLocks
+from context_summarizer.library.settling import (
     AdoptedDraft,
     AwaitDraft,
     LockSession,
@@ -43,8 +43,8 @@ from summarizer.library.settling import (
     off_the_loop,
     settle,
 )
-from summarizer.library.settling_effects import AsyncSettlingPerformer, SettlingPerformer
-from summarizer.stores import MemoryStore, SQLiteStore, Store
+from context_summarizer.library.settling_effects import AsyncSettlingPerformer, SettlingPerformer
+from context_summarizer.stores import MemoryStore, SQLiteStore, Store
 
 from .test_ahead import grown
 from .test_memory_bounds import CONFIG, session

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from summarizer import ContextManager
-from summarizer.core.effects import Turn
-from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.library.drive import drive_async
-from summarizer.library.sessions import Lease
-from summarizer.library.settling import Sleep, off_the_loop
-from summarizer.stores import MemoryStore, SQLiteStore
+from context_summarizer import ContextManager
+from context_summarizer.core.effects import Turn
+from context_summarizer.core.results import SummarizeCall, SummaryOutcome
+from context_summarizer.library.drive import drive_async
+from context_summarizer.library.sessions import Lease
+from context_summarizer.library.settling import Sleep, off_the_loop
+from context_summarizer.stores import MemoryStore, SQLiteStore
 
 from .test_memory_bounds import CONFIG, session
 from .test_settling import (

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from summarizer import ContextManager, MemoryStore
-from summarizer.core.checkpoints import Checkpoint
-from summarizer.core.errors import ConfigurationError, StoreUnavailable
-from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.library import shared_calibration
-from summarizer.stores import RedisStore, SQLiteStore, Store
+from context_summarizer import ContextManager, MemoryStore
+from context_summarizer.core.checkpoints import Checkpoint
+from context_summarizer.core.errors import ConfigurationError, StoreUnavailable
+from context_summarizer.core.results import SummarizeCall, SummaryOutcome
+from context_summarizer.library import shared_calibration
+from context_summarizer.stores import RedisStore, SQLiteStore, Store
 
 from .test_memory_bounds import CONFIG, session
 

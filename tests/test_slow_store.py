@@ -19,12 +19,12 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.core.checkpoints import Checkpoint
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.headers import credential_namespace
-from summarizer.proxy.settings import Settings
-from summarizer.stores import SQLiteStore
-from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
+from context_summarizer.core.checkpoints import Checkpoint
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.headers import credential_namespace
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.stores import SQLiteStore
+from context_summarizer.testing import RoutingResponder, TestUpstream, echo_responder
 
 from .test_proxy import long_history
 

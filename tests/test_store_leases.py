@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from summarizer.core.errors import ConfigurationError, LeaseLost, StoreUnavailable
-from summarizer.core.messages import prefix_chain
-from summarizer.stores import RedisStore, open_store, prefix_candidates
+from context_summarizer.core.errors import ConfigurationError, LeaseLost, StoreUnavailable
+from context_summarizer.core.messages import prefix_chain
+from context_summarizer.stores import RedisStore, open_store, prefix_candidates
 
 from .redis_server import RedisServer
 from .test_stores import Harness, conversation, harness, make

@@ -21,16 +21,16 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
-from summarizer.core.activity import REDACTED, RequestRecord
-from summarizer.core.checkpoints import Checkpoint, Slot
-from summarizer.core.codecs import OPAQUE_KEY
-from summarizer.core.redaction import redact_checkpoint
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.headers import credential_namespace
-from summarizer.proxy.settings import Settings
-from summarizer.stores import SQLiteStore, open_store
-from summarizer.testing import RoutingResponder, TestUpstream, echo_responder
+from context_summarizer.cli.main import app
+from context_summarizer.core.activity import REDACTED, RequestRecord
+from context_summarizer.core.checkpoints import Checkpoint, Slot
+from context_summarizer.core.codecs import OPAQUE_KEY
+from context_summarizer.core.redaction import redact_checkpoint
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.headers import credential_namespace
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.stores import SQLiteStore, open_store
+from context_summarizer.testing import RoutingResponder, TestUpstream, echo_responder
 
 from .redis_server import RedisServer
 from .test_proxy import long_history

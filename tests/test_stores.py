@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from summarizer.core.checkpoints import Checkpoint, Slot
-from summarizer.core.errors import ConfigurationError
-from summarizer.core.messages import canonical_json, prefix_chain
-from summarizer.stores import (
+from context_summarizer.core.checkpoints import Checkpoint, Slot
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.core.messages import canonical_json, prefix_chain
+from context_summarizer.stores import (
     SCHEMA_VERSION,
     MemoryStore,
     RedisStore,
@@ -577,8 +577,8 @@ def test_sqlite_crash_before_commit_leaves_no_row(sqlite_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import os
-        from summarizer.core.checkpoints import Checkpoint, Slot
-        from summarizer.stores import SQLiteStore
+        from context_summarizer.core.checkpoints import Checkpoint, Slot
+        from context_summarizer.stores import SQLiteStore
 
         store = SQLiteStore({str(sqlite_path)!r})
         store.put(Checkpoint(
@@ -618,8 +618,8 @@ def test_sqlite_several_processes_share_a_file(sqlite_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import sys
-        from summarizer.core.checkpoints import Checkpoint, Slot
-        from summarizer.stores import SQLiteStore
+        from context_summarizer.core.checkpoints import Checkpoint, Slot
+        from context_summarizer.stores import SQLiteStore
 
         worker = sys.argv[1]
         with SQLiteStore({str(sqlite_path)!r}) as store:
@@ -711,7 +711,7 @@ def test_a_version_1_database_is_migrated_and_its_rows_are_listed_but_never_appl
 ) -> None:
     """0.1.0 matched a checkpoint by a covered prefix, which applied it to forks of the
     conversation too; its rows keep their text but no longer rewrite anything."""
-    from summarizer.stores import MIGRATIONS
+    from context_summarizer.stores import MIGRATIONS
 
     raw = conversation(8)
     chain = prefix_chain(raw)

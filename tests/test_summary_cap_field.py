@@ -13,12 +13,12 @@ from typing import Any
 import openai
 import pytest
 
-from summarizer.core.errors import ConfigurationError
-from summarizer.core.results import SummarizeCall, SummaryOutcome
-from summarizer.library.manager import ContextManager
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import TestUpstream
+from context_summarizer.core.errors import ConfigurationError
+from context_summarizer.core.results import SummarizeCall, SummaryOutcome
+from context_summarizer.library.manager import ContextManager
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import TestUpstream
 
 from .test_proxy import chat_requests, long_history
 

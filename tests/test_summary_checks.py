@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from summarizer.core.summary_checks import (
+from context_summarizer.core.summary_checks import (
     PROBLEM_TEXT,
     SummarySource,
     invented_facts,
     summary_problem,
 )
-from summarizer.loaders.prompts import load_prompt
+from context_summarizer.loaders.prompts import load_prompt
 
 INSTRUCTION = load_prompt("self_summary", "v2")
 TASK = (

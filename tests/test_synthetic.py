@@ -7,9 +7,14 @@ from pathlib import Path
 import pytest
 from synthetic_sessions import GENERATOR, generate_cases
 
-from summarizer.core.messages import group_units, message_text, tool_call_ids, validate_messages
-from summarizer.evaluation.dataset import Case, dump_case, load_dataset, write_dataset
-from summarizer.loaders.tokenizers import make_counter
+from context_summarizer.core.messages import (
+    group_units,
+    message_text,
+    tool_call_ids,
+    validate_messages,
+)
+from context_summarizer.evaluation.dataset import Case, dump_case, load_dataset, write_dataset
+from context_summarizer.loaders.tokenizers import make_counter
 
 SHIPPED = Path(__file__).resolve().parents[1] / "datasets" / "coding-sessions.jsonl"
 KINDS = {

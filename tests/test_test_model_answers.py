@@ -8,12 +8,12 @@ from typing import Any
 
 import openai
 
-from summarizer.cli.test_upstream_serve import describe_request, is_proxy_summary
-from summarizer.core.summary_request import summary_message
-from summarizer.loaders.prompts import load_prompt
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import RoutingResponder, TestUpstream
+from context_summarizer.cli.test_upstream_serve import describe_request, is_proxy_summary
+from context_summarizer.core.summary_request import summary_message
+from context_summarizer.loaders.prompts import load_prompt
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import RoutingResponder, TestUpstream
 
 OWN_REPLY = "(summarizer test model) received 3 messages; the last one says: fix the summarizer"
 

@@ -13,8 +13,8 @@ from typing import Any
 import openai
 import pytest
 
-from summarizer.loaders.tokenizers import load_encoding
-from summarizer.testing import (
+from context_summarizer.loaders.tokenizers import load_encoding
+from context_summarizer.testing import (
     Fault,
     PromptTokenCounter,
     Reply,
@@ -790,8 +790,8 @@ def test_max_log_keeps_only_the_newest_requests() -> None:
 
 
 def test_summary_responder_summarizes_only_after_a_quoted_message() -> None:
-    from summarizer.loaders.prompts import render_prompt
-    from summarizer.testing import summary_responder
+    from context_summarizer.loaders.prompts import render_prompt
+    from context_summarizer.testing import summary_responder
 
     messages = [
         {"role": "system", "content": "s"},

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from summarizer.core.errors import ConfigurationError, TokenizerUnavailable
-from summarizer.core.messages import canonical_json
-from summarizer.core.tokens import (
+from context_summarizer.core.errors import ConfigurationError, TokenizerUnavailable
+from context_summarizer.core.messages import canonical_json
+from context_summarizer.core.tokens import (
     AUDIO_PART_TOKENS,
     FILE_PART_TOKENS,
     IMAGE_LOW_TOKENS,
@@ -30,7 +30,7 @@ from summarizer.core.tokens import (
     image_size,
     image_tokens,
 )
-from summarizer.loaders.tokenizers import load_encoding, make_counter
+from context_summarizer.loaders.tokenizers import load_encoding, make_counter
 
 O200K = "o200k_base"
 CL100K = "cl100k_base"

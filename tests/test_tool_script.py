@@ -15,10 +15,10 @@ import anthropic
 import openai
 import pytest
 
-from summarizer.cli.test_upstream_serve import describe_request
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.testing import (
+from context_summarizer.cli.test_upstream_serve import describe_request
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import (
     Reply,
     RoutingResponder,
     TestUpstream,
@@ -26,7 +26,7 @@ from summarizer.testing import (
     ToolScriptError,
     load_tool_script,
 )
-from summarizer.testing.tool_script import parse_tool_script
+from context_summarizer.testing.tool_script import parse_tool_script
 
 GPT = "gpt-4o-mini"
 CLAUDE = "claude-sonnet-4-5"

@@ -21,12 +21,12 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from summarizer.cli.main import app
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.headers import credential_namespace
-from summarizer.proxy.settings import Settings
-from summarizer.testing import ScriptedToolAgent, TestUpstream
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.cli.main import app
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.headers import credential_namespace
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.testing import ScriptedToolAgent, TestUpstream
+from context_summarizer.testing.scenario import CodingSession
 
 from .chromium import Dom, chromium_path, count_near, png_rows, run_chromium
 from .conftest import ProxyFactory

@@ -11,8 +11,8 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from summarizer.testing import Fault, Reply, TestUpstream, ToolCallSpec
-from summarizer.testing.gemini_chat import signature_for
+from context_summarizer.testing import Fault, Reply, TestUpstream, ToolCallSpec
+from context_summarizer.testing.gemini_chat import signature_for
 
 MODEL = "gemini-2.5-flash"
 TOOL = types.Tool(

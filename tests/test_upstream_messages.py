@@ -11,8 +11,8 @@ import anthropic
 import httpx2
 import pytest
 
-from summarizer.loaders.tokenizers import load_encoding
-from summarizer.testing import (
+from context_summarizer.loaders.tokenizers import load_encoding
+from context_summarizer.testing import (
     BreakpointCache,
     Fault,
     PromptTokenCounter,

@@ -11,8 +11,8 @@ from typing import Any
 import openai
 import pytest
 
-from summarizer.loaders.tokenizers import load_encoding
-from summarizer.testing import Fault, Reply, TestUpstream, ToolCallSpec
+from context_summarizer.loaders.tokenizers import load_encoding
+from context_summarizer.testing import Fault, Reply, TestUpstream, ToolCallSpec
 
 TOOLS: list[Any] = [
     {

@@ -16,12 +16,12 @@ import httpx2
 import openai
 import pytest
 
-from summarizer.core.results import CompactionEvent
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.headers import credential_namespace
-from summarizer.proxy.settings import Settings
-from summarizer.stores import SQLiteStore
-from summarizer.testing import (
+from context_summarizer.core.results import CompactionEvent
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.headers import credential_namespace
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.stores import SQLiteStore
+from context_summarizer.testing import (
     WEAK_KINDS,
     RoutingResponder,
     TestUpstream,
@@ -29,7 +29,7 @@ from summarizer.testing import (
     echo_responder,
     weak_summary_responder,
 )
-from summarizer.testing.weak import INVENTED_PATH
+from context_summarizer.testing.weak import INVENTED_PATH
 
 from .test_proxy import long_history
 

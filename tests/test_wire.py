@@ -1,5 +1,5 @@
-"""The lane's upstream connections (``summarizer.proxy.wire``) against a real socket server that
-answers exactly the bytes each test gives it: bodies by length, chunked, or ended by the
+"""The lane's upstream connections (``context_summarizer.proxy.wire``) against a real socket server
+that answers exactly the bytes each test gives it: bodies by length, chunked, or ended by the
 connection's close; gzip and deflate decoded; failures raised as httpx2's transport errors;
 pooled connections reused only while the server keeps them."""
 
@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 import httpx2
 import pytest
 
-from summarizer.proxy.wire_pool import WirePool
+from context_summarizer.proxy.wire_pool import WirePool
 
 REQUEST = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}"
 

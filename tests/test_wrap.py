@@ -8,11 +8,11 @@ from typing import Any
 import openai
 import pytest
 
-import summarizer
-from summarizer import ContextManager, UnknownModelError
-from summarizer.cli.demo import run_coding_session
-from summarizer.core.messages import canonical_json
-from summarizer.testing import (
+import context_summarizer
+from context_summarizer import ContextManager, UnknownModelError
+from context_summarizer.cli.demo import run_coding_session
+from context_summarizer.core.messages import canonical_json
+from context_summarizer.testing import (
     Fault,
     Reply,
     RoutingResponder,
@@ -20,8 +20,8 @@ from summarizer.testing import (
     TestUpstream,
     echo_responder,
 )
-from summarizer.testing.responders import is_summary_request
-from summarizer.testing.scenario import CodingSession
+from context_summarizer.testing.responders import is_summary_request
+from context_summarizer.testing.scenario import CodingSession
 
 from .conftest import message_from_stream, tool_turn
 
@@ -70,7 +70,7 @@ def _drive(client: Any, session: CodingSession, turns: int, **extra: Any) -> lis
 
 def test_unknown_fields_and_parameters_reach_the_upstream_unchanged() -> None:
     with TestUpstream() as upstream:
-        client = summarizer.wrap(
+        client = context_summarizer.wrap(
             openai.OpenAI(base_url=upstream.base_url, api_key="k", max_retries=0)
         )
         messages = [
@@ -98,7 +98,7 @@ def test_restart_with_sqlite_rewrites_the_same_conversation_identically(tmp_path
     with TestUpstream(context_window=8_000, responder=agent) as upstream:
         raw = openai.OpenAI(base_url=upstream.base_url, api_key="k", max_retries=0)
         first = ContextManager(client=raw, context_window=8_000, store=str(db))
-        client = summarizer.wrap(raw, context_window=8_000, store=str(db))
+        client = context_summarizer.wrap(raw, context_window=8_000, store=str(db))
         history = _drive(client, session, turns=25, max_completion_tokens=500)
         # Exactly the agent's last request: the history before the last reply, same reply cap.
         last_reply = max(i for i, m in enumerate(history) if m["role"] == "assistant")
@@ -123,7 +123,7 @@ def test_streaming_calls_compact_and_hide_the_usage_chunk_unless_asked() -> None
     session = CodingSession(turns=30)
     with TestUpstream(context_window=8_000, responder=ScriptedToolAgent(session.steps)) as up:
         events: list[Any] = []
-        client = summarizer.wrap(
+        client = context_summarizer.wrap(
             openai.OpenAI(base_url=up.base_url, api_key="k", max_retries=0),
             context_window=8_000,
             on_compaction=events.append,
@@ -166,7 +166,7 @@ def test_async_client_compacts_too() -> None:
     async def run(base_url: str) -> tuple[int, list[dict[str, Any]]]:
         events: list[Any] = []
         raw = openai.AsyncOpenAI(base_url=base_url, api_key="k", max_retries=0)
-        client = summarizer.wrap(raw, context_window=8_000, on_compaction=events.append)
+        client = context_summarizer.wrap(raw, context_window=8_000, on_compaction=events.append)
         messages: list[dict[str, Any]] = [session.system, session.task]
         for turn in range(30):
             response = await client.chat.completions.create(
@@ -286,7 +286,7 @@ def test_failed_summary_compacts_mechanically_when_the_request_does_not_fit() ->
 def test_context_length_exceeded_compacts_tighter_and_retries_once() -> None:
     # Our window is configured larger than the upstream's real one.
     with TestUpstream(context_window=6_000) as up:
-        client = summarizer.wrap(
+        client = context_summarizer.wrap(
             openai.OpenAI(base_url=up.base_url, api_key="k", max_retries=0), context_window=12_000
         )
         response = client.chat.completions.create(
@@ -301,7 +301,9 @@ def test_context_length_exceeded_compacts_tighter_and_retries_once() -> None:
 
 def test_unknown_model_needs_a_configured_window() -> None:
     with TestUpstream() as up:
-        client = summarizer.wrap(openai.OpenAI(base_url=up.base_url, api_key="k", max_retries=0))
+        client = context_summarizer.wrap(
+            openai.OpenAI(base_url=up.base_url, api_key="k", max_retries=0)
+        )
         with pytest.raises(UnknownModelError, match="context_window"):
             client.chat.completions.create(
                 model="acme-brain-7", messages=[{"role": "user", "content": "hi"}]
@@ -334,7 +336,7 @@ def test_an_empty_summary_is_retried_with_the_strict_instruction() -> None:
 def test_async_streaming_hides_usage_unless_asked_and_calibrates() -> None:
     async def run(base_url: str) -> tuple[list[Any], list[Any], Any]:
         raw = openai.AsyncOpenAI(base_url=base_url, api_key="k", max_retries=0)
-        client = summarizer.wrap(raw, context_window=8_000)
+        client = context_summarizer.wrap(raw, context_window=8_000)
         messages = [{"role": "user", "content": "hello there " * 50}]
         hidden = [
             c

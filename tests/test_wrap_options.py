@@ -13,10 +13,10 @@ from typing import Any
 import openai
 import pytest
 
-import summarizer
-from summarizer.core.results import CompactionEvent
-from summarizer.testing import TestUpstream
-from summarizer.testing.responders import is_summary_request
+import context_summarizer
+from context_summarizer.core.results import CompactionEvent
+from context_summarizer.testing import TestUpstream
+from context_summarizer.testing.responders import is_summary_request
 
 from .conftest import message_from_stream, tool_turn
 
@@ -69,7 +69,7 @@ def test_an_unwrapped_client_fails_on_these_conversations(upstream: TestUpstream
 def test_derived_sync_clients_stay_wrapped(upstream: TestUpstream, derivation: str) -> None:
     events: list[CompactionEvent] = []
     raw = openai.OpenAI(base_url=upstream.base_url, api_key="k", max_retries=0)
-    wrapped = summarizer.wrap(raw, context_window=WINDOW, on_compaction=events.append)
+    wrapped = context_summarizer.wrap(raw, context_window=WINDOW, on_compaction=events.append)
     derived = DERIVATIONS[derivation](wrapped)
     response = derived.chat.completions.create(model=MODEL, messages=over_the_window("plain"))
     assert response.choices[0].message.content
@@ -96,7 +96,7 @@ def test_derived_async_clients_stay_wrapped(upstream: TestUpstream, derivation: 
 
     async def run() -> None:
         raw = openai.AsyncOpenAI(base_url=upstream.base_url, api_key="k", max_retries=0)
-        wrapped = summarizer.wrap(raw, context_window=WINDOW, on_compaction=events.append)
+        wrapped = context_summarizer.wrap(raw, context_window=WINDOW, on_compaction=events.append)
         derived = DERIVATIONS[derivation](wrapped)
         response = await derived.chat.completions.create(
             model=MODEL, messages=over_the_window("plain")
@@ -123,7 +123,7 @@ def test_derived_async_clients_stay_wrapped(upstream: TestUpstream, derivation: 
 def test_every_other_attribute_is_the_clients_own(upstream: TestUpstream) -> None:
     raw = openai.OpenAI(base_url=upstream.base_url, api_key="k-attr", max_retries=0, timeout=12)
     raw.chat  # a resource the client already built is not what the wrapper uses  # noqa: B018
-    wrapped = summarizer.wrap(raw, context_window=WINDOW)
+    wrapped = context_summarizer.wrap(raw, context_window=WINDOW)
     assert wrapped.api_key == "k-attr" and str(wrapped.base_url) == str(raw.base_url)
     assert wrapped.timeout == 12 and wrapped.max_retries == 0
     assert [m.id for m in wrapped.models.list()] == [upstream.model_name]
@@ -142,14 +142,14 @@ def test_every_other_attribute_is_the_clients_own(upstream: TestUpstream) -> Non
 
 
 def test_wrapping_a_wrapped_client_is_refused(upstream: TestUpstream) -> None:
-    wrapped = summarizer.wrap(openai.OpenAI(base_url=upstream.base_url, api_key="k"))
+    wrapped = context_summarizer.wrap(openai.OpenAI(base_url=upstream.base_url, api_key="k"))
     with pytest.raises(TypeError, match="already wrapped"):
-        summarizer.wrap(wrapped.with_options(timeout=3))
+        context_summarizer.wrap(wrapped.with_options(timeout=3))
 
 
 def test_raw_and_streaming_responses_are_context_managed_too(upstream: TestUpstream) -> None:
     events: list[CompactionEvent] = []
-    wrapped = summarizer.wrap(
+    wrapped = context_summarizer.wrap(
         openai.OpenAI(base_url=upstream.base_url, api_key="k", max_retries=0),
         context_window=WINDOW,
         on_compaction=events.append,
@@ -173,7 +173,7 @@ def test_async_raw_and_streaming_responses_are_context_managed_too(
     upstream: TestUpstream,
 ) -> None:
     async def run() -> None:
-        wrapped = summarizer.wrap(
+        wrapped = context_summarizer.wrap(
             openai.AsyncOpenAI(base_url=upstream.base_url, api_key="k", max_retries=0),
             context_window=WINDOW,
         )

@@ -15,11 +15,11 @@ from typing import Any
 import openai
 import pytest
 
-from summarizer import ContextManager, PinRule
-from summarizer.proxy import ProxyServer
-from summarizer.proxy.settings import Settings
-from summarizer.stores import SQLiteStore
-from summarizer.testing import Fault, RoutingResponder, TestUpstream, echo_responder
+from context_summarizer import ContextManager, PinRule
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.proxy.settings import Settings
+from context_summarizer.stores import SQLiteStore
+from context_summarizer.testing import Fault, RoutingResponder, TestUpstream, echo_responder
 
 from .conftest import ProxyFactory, tool_turn
 from .invariants import check_gaps_summarized, check_valid_conversation, place_messages
@@ -94,9 +94,9 @@ def test_a_fork_never_gets_the_other_branchs_rewrite(
 
 
 def test_a_fork_through_wrap_gets_its_own_context(upstream: TestUpstream) -> None:
-    import summarizer
+    import context_summarizer
 
-    client = summarizer.wrap(
+    client = context_summarizer.wrap(
         openai.OpenAI(base_url=upstream.base_url, api_key="k", max_retries=0),
         context_window=8_000,
     )

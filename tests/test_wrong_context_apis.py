@@ -12,7 +12,12 @@ import anthropic
 import openai
 import pytest
 
-from summarizer.testing import RecordedRequest, RoutingResponder, TestUpstream, echo_responder
+from context_summarizer.testing import (
+    RecordedRequest,
+    RoutingResponder,
+    TestUpstream,
+    echo_responder,
+)
 
 from .conftest import ProxyFactory
 from .test_proxy_messages import long_messages, without_cache_control

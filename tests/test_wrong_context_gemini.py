@@ -12,9 +12,14 @@ from typing import Any
 import pytest
 from google.genai import types
 
-from summarizer.proxy import ProxyServer
-from summarizer.testing import RecordedRequest, RoutingResponder, TestUpstream, echo_responder
-from summarizer.testing.gemini_chat import signature_for
+from context_summarizer.proxy import ProxyServer
+from context_summarizer.testing import (
+    RecordedRequest,
+    RoutingResponder,
+    TestUpstream,
+    echo_responder,
+)
+from context_summarizer.testing.gemini_chat import signature_for
 
 from .conftest import ProxyFactory
 from .gemini_support import (

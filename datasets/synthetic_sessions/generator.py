@@ -20,7 +20,7 @@ import random
 import re
 from typing import Any
 
-from summarizer.evaluation.dataset import Case, GoldFact, Probe
+from context_summarizer.evaluation.dataset import Case, GoldFact, Probe
 
 from .code import buggy_function, render_function
 from .output import compile_failure, git_log

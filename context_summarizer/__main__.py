@@ -1,0 +1,5 @@
+"""``python -m context_summarizer``: the command line."""
+
+from .cli import main
+
+main()

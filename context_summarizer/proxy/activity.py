@@ -1,0 +1,104 @@
+"""What the proxy notes of each managed request once its answer is sent: a ``RequestRecord``
+in the store's activity log and, with ``--record``, the session's conversation (secrets
+redacted). Queued once the answer is sent and written in batches by the proxy's
+``ActivityWriter``: never on the client's critical path, and a failed write costs a log line,
+never the request."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from starlette.background import BackgroundTask
+from starlette.responses import Response
+
+from ..core.activity import Recording, RequestRecord, redact
+from .chat_context import ChatContext
+from .exchange_services import ExchangeServices
+
+logger = logging.getLogger("context_summarizer.proxy")
+
+
+def request_record(context: ChatContext, *, status: int, started: float) -> RequestRecord | None:
+    """The record of a settled request (None for one forwarded unmanaged)."""
+    located, result = context.located, context.result
+    if located is None or result is None:
+        return None
+    event = result.event
+    return RequestRecord(
+        namespace=result.namespace,
+        session=result.session,
+        at=started,
+        model=redact(located.model, context.secrets),
+        api=context.chat.api.name,
+        tokens_before=event.tokens_before if event is not None else located.calibrated_tokens,
+        tokens_sent=result.report.estimated_tokens,
+        window=located.budget.context_window,
+        reported_tokens=context.reported_tokens,
+        cached_tokens=context.cached_tokens,
+        compacted=result.compacted,
+        checkpoint_id=result.checkpoint_id,
+        status=status,
+        latency_s=time.time() - started,
+        compaction_s=event.latency_s if event is not None and result.compacted else None,
+        ahead=bool(event is not None and result.compacted and event.ahead_of_time),
+        recall_calls=context.recall_calls,
+        recalled=list(context.recalled),
+    )
+
+
+def note_after(
+    response: Response, services: ExchangeServices, context: ChatContext, started: float
+) -> Response:
+    """``response``, set to log its request once it has been sent (its stream included)."""
+    if services.activity is None:
+        return response
+
+    async def note() -> None:
+        note_request(services, context, status=response.status_code, started=started)
+
+    response.background = _chained(response.background, note)
+    return response
+
+
+def note_request(
+    services: ExchangeServices, context: ChatContext, *, status: int, started: float
+) -> None:
+    """Queue the record of a request whose answer is sent (and its recording, with
+    ``--record``)."""
+    writer = services.activity
+    record = request_record(context, status=status, started=started)
+    if writer is None or record is None:
+        return
+    recording = _recording(context) if services.record else None
+    writer.submit(record, recording)
+
+
+def _recording(context: ChatContext) -> Callable[[], Recording]:
+    """Builds the session's recording (redaction runs in the worker thread)."""
+    turn = context.chat.turn()
+    secrets = context.secrets
+    result = context.result
+    assert result is not None
+
+    def build() -> Recording:
+        return Recording(
+            namespace=result.namespace,
+            session=result.session,
+            model=redact(turn.model, secrets),
+            at=time.time(),
+            messages=redact(list(turn.messages), secrets),
+            tools=redact(list(turn.tools), secrets) if turn.tools else None,
+        )
+
+    return build
+
+
+def _chained(first: BackgroundTask | None, then: Callable[[], Awaitable[None]]) -> BackgroundTask:
+    async def both() -> None:
+        if first is not None:
+            await first()
+        await then()
+
+    return BackgroundTask(both)

@@ -1,5 +1,0 @@
-"""``python -m summarizer``: the command line."""
-
-from .cli import main
-
-main()
