@@ -177,3 +177,27 @@ def test_redis_down_raises_store_unavailable_and_recovers(tmp_path: Path) -> Non
         server.stop()
     with pytest.raises(StoreUnavailable):  # nothing listening at all
         RedisStore(server.url)
+
+
+def test_a_compaction_ask_is_kept_per_session_and_cleared_only_if_unchanged(
+    harness: Harness,
+) -> None:
+    from context_summarizer.stores import CompactionAsks
+
+    store = harness.store
+    assert isinstance(store, CompactionAsks)
+    assert store.compaction_ask("ns-a", "s1") is None
+    store.ask_compaction("ns-a", "s1", "keep the ticket numbers")
+    first = store.compaction_ask("ns-a", "s1")
+    assert first is not None and first.instructions == "keep the ticket numbers"
+    assert store.compaction_ask("ns-b", "s1") is None  # another tenant's session of that name
+    assert store.compaction_ask("ns-a", "s2") is None
+    threading.Event().wait(0.01)
+    store.ask_compaction("ns-a", "s1", None)  # asked again meanwhile: replaces the first
+    second = store.compaction_ask("ns-a", "s1")
+    assert second is not None and second.instructions is None
+    assert second.asked_at > first.asked_at
+    store.clear_compaction_ask("ns-a", "s1", first.asked_at)  # the stale one: nothing cleared
+    assert store.compaction_ask("ns-a", "s1") == second
+    store.clear_compaction_ask("ns-a", "s1", second.asked_at)
+    assert store.compaction_ask("ns-a", "s1") is None

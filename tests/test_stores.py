@@ -743,7 +743,9 @@ def test_a_version_1_database_is_migrated_and_its_rows_are_listed_but_never_appl
     conn.commit()
     conn.close()
     with SQLiteStore(sqlite_path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 4
+        assert store.schema_version == SCHEMA_VERSION == 5
+        store.ask_compaction("ns-a", "s1", None)  # version 5's table is there too
+        assert store.compaction_ask("ns-a", "s1") is not None
         listed = store.list_session("ns-a", "s1")
         assert [c.summary for c in listed] == ["old summary"] and not listed[0].applicable
         assert store.find_latest("ns-a", prefix_candidates(chain)) is None

@@ -136,7 +136,9 @@ def draft_compaction(
                         policy=config.policy,
                     )
                 )
-            return engine.unchanged(located)
+            return engine.unchanged(located).model_copy(
+                update={"held_back": f"its summary failed ({failures[0]})"}
+            )
     checkpoint = build_checkpoint(
         planned,
         plan,

@@ -141,6 +141,25 @@ class CompactionConfig(ConfigurationModel):
         le=1,
         description="A compaction brings the request under this share of the usable window.",
     )
+    trigger_tokens: Annotated[
+        int | None,
+        Setting(per_model=True, metavar="TOKENS", default_text="trigger_ratio alone"),
+    ] = Field(
+        default=None,
+        gt=0,
+        description="Compact when a request would exceed this many tokens, or trigger_ratio of "
+        "the usable window if that is lower: for large windows, where a share comes too late "
+        "(80% of 1M tokens). The target and the ahead-of-time threshold come down in proportion.",
+    )
+    target_tokens: Annotated[
+        int | None,
+        Setting(per_model=True, metavar="TOKENS", default_text="target_ratio alone"),
+    ] = Field(
+        default=None,
+        gt=0,
+        description="A compaction brings the request under this many tokens, or target_ratio "
+        "of the usable window if that is lower.",
+    )
     prepare_ratio: Annotated[
         float | None,
         Setting(
@@ -191,6 +210,12 @@ class CompactionConfig(ConfigurationModel):
             "output limit capped at a quarter of the window",
         ),
     ] = Field(default=None, ge=0, description="Room kept for the reply, in tokens.")
+    compact: Annotated[bool, Setting(per_model=True)] = Field(
+        default=True,
+        description="Manage the context of this model's requests. Off: they are forwarded "
+        "exactly as sent, never counted, compacted or offered recall (a request turns it off "
+        "for itself with the header x-summarizer-compact: off).",
+    )
     recall: Annotated[bool, Setting(per_model=True)] = Field(
         default=True,
         description="Once a conversation has a compaction, offer the model the recall tool "
@@ -202,7 +227,22 @@ class CompactionConfig(ConfigurationModel):
     """Rules that keep messages verbatim."""
     summary_model: Annotated[
         str | None, Setting(per_model=True, metavar="MODEL", default_text="the request's model")
-    ] = Field(default=None, description="Model that writes the summaries.")
+    ] = Field(
+        default=None,
+        description="Model that writes the summaries (a cheaper one, say). The provider's "
+        "prompt cache is per model, so its summary requests are not served from the cache the "
+        "agent's requests built: every one pays its whole prompt uncached.",
+    )
+    summary_instructions: Annotated[
+        str | None, Setting(per_model=True, metavar="TEXT", default_text="none")
+    ] = Field(
+        default=None,
+        min_length=1,
+        max_length=4000,
+        description="Instructions added to every summary request of this model, after the "
+        "versioned summary prompt (what to keep, a section to add...). A request's "
+        "x-summarizer-instructions header, or a session's compact endpoint, adds its own.",
+    )
     ledger_max_tokens: int = Field(default=600, ge=0)
     """Bound on the fact ledger appended to each summary (and of the ledger that stands alone
     for a run under the ``masking`` and ``ledger-only`` policies)."""
@@ -257,6 +297,15 @@ class CompactionConfig(ConfigurationModel):
             raise ValueError(
                 f"target_ratio ({self.target_ratio}) must be below trigger_ratio "
                 f"({self.trigger_ratio}): a compaction has to leave room before the next one"
+            )
+        if (
+            self.trigger_tokens is not None
+            and self.target_tokens is not None
+            and self.target_tokens >= self.trigger_tokens
+        ):
+            raise ValueError(
+                f"target_tokens ({self.target_tokens}) must be below trigger_tokens "
+                f"({self.trigger_tokens}): a compaction has to leave room before the next one"
             )
         if self.prepare_ratio is not None and not (
             self.target_ratio < self.prepare_ratio < self.trigger_ratio
@@ -354,6 +403,10 @@ def resolve_budget(
             int(usable * config.prepare_ratio) if config.prepare_ratio is not None else None
         ),
     )
+    if config.trigger_tokens is not None:
+        budget = budget.lowered_to(config.trigger_tokens)
+    if config.target_tokens is not None and config.target_tokens < budget.target_tokens:
+        budget = budget.model_copy(update={"target_tokens": config.target_tokens})
     return budget if compact_threshold is None else budget.lowered_to(compact_threshold)
 
 

@@ -43,6 +43,12 @@ class Turn:
     compact_threshold: int | None = None
     """A client's own trigger for this request (the Responses API's ``context_management``
     ``compact_threshold``): compaction is due past it even below the configured trigger."""
+    compact_now: bool = False
+    """Compact this request whatever its size (a client's "compact now"): as if the trigger
+    were crossed at its present size, down to the target in the same proportion."""
+    instructions: str | None = None
+    """Instructions of the caller's for the summaries written for this request, added after
+    the configured ones (``CompactionConfig.summary_instructions``)."""
     recall: str | None = None
     """The recall tool's name when the caller offers the tool once the conversation has a
     compaction (``core.recall_tool``): its definition counts in the budget and each summary

@@ -141,6 +141,9 @@ class ContextEngine:
             elif best is not None and best.replaced():  # offered: a compaction stands
                 fixed += recall_tokens
         raw_tokens = fixed + counted
+        calibrated = self.calibration.apply(turn.model, raw_tokens, turn.namespace)
+        if turn.compact_now:
+            budget = budget.lowered_to(max(1, calibrated - 1))
         return Located(
             session=session,
             namespace=turn.namespace,
@@ -156,11 +159,12 @@ class ContextEngine:
             view=view,
             fixed_tokens=fixed,
             raw_tokens=raw_tokens,
-            calibrated_tokens=self.calibration.apply(turn.model, raw_tokens, turn.namespace),
+            calibrated_tokens=calibrated,
             generation=found.generation,
             recall=recall,
             recall_tokens=recall_tokens,
             secrets=turn.secrets,
+            instructions=turn.instructions,
         )
 
     def _recall_tool_tokens(self, name: str, model: str, counter: TokenCounter) -> int:

@@ -48,6 +48,8 @@ class Located:
     compaction of it makes (``fixed_under``). 0: recall is off."""
     secrets: Sequence[str] = field(default=(), repr=False)
     """The turn's ``secrets``: redacted from any checkpoint drafted for it."""
+    instructions: str | None = None
+    """The turn's ``instructions`` for the summaries written for it."""
 
     def fixed_under(self, checkpoint: Checkpoint | None) -> int:
         """The fixed tokens of this turn's request standing on ``checkpoint``: the recall

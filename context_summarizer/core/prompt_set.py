@@ -44,6 +44,9 @@ class PromptSet:
     recall_index: str
     """The list of recallable spans a summary carries (``tool``: the tool's name, ``spans``:
     one index line per span)."""
+    summary_instructions: str
+    """Framing around a user's own instructions for a summary (``instructions``), added after
+    the summary instruction (``CompactionConfig.summary_instructions``, a request's)."""
 
     @classmethod
     def names(cls) -> Sequence[str]:

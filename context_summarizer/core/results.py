@@ -136,6 +136,9 @@ class PrepareResult(BaseModel):
     checkpoint_id: str | None
     report: TokenReport
     event: CompactionEvent | None = None
+    held_back: str | None = None
+    """Why a request over its trigger went out uncompacted (None: it was not held back): its
+    summary is still being written ahead of time, or the summary failed and it fits as is."""
     replaced: list[tuple[int, int]] = Field(default_factory=list)
     """The raw ranges ``[start, end)`` the messages do not carry as they are (the applied
     checkpoint's ``replaced``): what recall may read back (``core.spans``)."""

@@ -95,6 +95,7 @@ def summarize_runs(
             prompts=prompts,
             recall=located.recall,
             recall_offered=offered,
+            instructions=joined_instructions(config.summary_instructions, located.instructions),
         )
         if model_free:
             summary = ledger_run(request, counter=located.counter)
@@ -109,3 +110,9 @@ def summarize_runs(
         tokens = located.counter.count_message(message)
         compacted.append(ViewItem(message, None, tokens, replaces=replaces))
     return done
+
+
+def joined_instructions(*parts: str | None) -> str | None:
+    """The user's instructions for a summary, the configured ones first (None: none)."""
+    given = [part.strip() for part in parts if part and part.strip()]
+    return "\n\n".join(given) if given else None

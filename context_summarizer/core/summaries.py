@@ -75,6 +75,9 @@ class RunRequest:
     recall_offered: RecallTool | None = None
     """The tool, when the conversation's requests are offered it already (they stand on a
     compaction): the summary request offers it too (``tools`` has it), for the cached prefix."""
+    instructions: str | None = None
+    """The user's own instructions for this summary (the model's configured ones, then the
+    request's), added after the summary instruction."""
 
 
 Verdict = Literal["accepted", "repaired", "replaced"]
@@ -127,6 +130,9 @@ def summarize_run(
     instruction = (
         prompts.self_summary if anchor is None else prompts.self_summary_since.format(anchor=anchor)
     )
+    if request.instructions:
+        extra = prompts.summary_instructions.format(instructions=request.instructions)
+        instruction = f"{instruction}\n\n{extra}"
     # Room for the summary request's messages, in counted tokens, with a 2% margin.
     room = 0
     if request.window_tokens is not None:
@@ -335,6 +341,9 @@ def _ask(
             problem=reason,
             **anchored,
         )
+        if request.instructions:
+            extra = prompts.summary_instructions.format(instructions=request.instructions)
+            strict = f"{strict}\n\n{extra}"
         retry_body = dict(body)
         retry_body["messages"] = [*prefix, {"role": "user", "content": strict}]
         # An echo of either instruction is an echo.

@@ -109,7 +109,9 @@ class Drafts:
             return None
         if not job.done() and located.calibrated_tokens <= located.budget.usable:
             self.jobs.note("deferred")
-            return self.engine.unchanged(located)
+            return self.engine.unchanged(located).model_copy(
+                update={"held_back": "its summary is still being written ahead of time"}
+            )
         job.adopting_tokens = located.calibrated_tokens
         return job
 

@@ -123,15 +123,23 @@ class ContextManager:
         force: Trigger | None = None,
         namespace: str | None = None,
         summarizer: SyncSummarizer | None = None,
+        instructions: str | None = None,
     ) -> PrepareResult:
-        """What to send for ``messages``: compacted when over the trigger (or when ``force``d).
+        """What to send for ``messages``: compacted when over the trigger (or when ``force``d:
+        ``force="manual"`` compacts now whatever the size, as if the trigger were crossed at
+        the present size, down to the target in the same proportion).
 
         ``request`` is the rest of the Chat Completions body (for ``max_completion_tokens``);
         ``namespace`` scopes the session (the proxy passes a hashed credential); ``summarizer``
-        performs this call's summary requests instead of the client given at construction.
+        performs this call's summary requests instead of the client given at construction;
+        ``instructions`` are added to the summary requests of a compaction made now (after the
+        configured ``summary_instructions``).
         """
-        turn = _turn(messages, model, tools, session, request, namespace)
-        return self.compact(self.locate(turn), force=force, summarizer=summarizer)
+        turn = _turn(messages, model, tools, session, request, namespace, force, instructions)
+        located = self.locate(turn)
+        if not self.config.compact:
+            return self.engine.unchanged(located)
+        return self.compact(located, force=force, summarizer=summarizer)
 
     async def aprepare(
         self,
@@ -144,11 +152,14 @@ class ContextManager:
         force: Trigger | None = None,
         namespace: str | None = None,
         summarizer: AsyncSummarizer | None = None,
+        instructions: str | None = None,
     ) -> PrepareResult:
         """The async twin of ``prepare``; summary calls go through the ``AsyncOpenAI`` client
         (or ``summarizer``)."""
-        turn = _turn(messages, model, tools, session, request, namespace)
+        turn = _turn(messages, model, tools, session, request, namespace, force, instructions)
         located = await self.alocate(turn)
+        if not self.config.compact:
+            return self.engine.unchanged(located)
         return await self.acompact(located, force=force, summarizer=summarizer)
 
     def unchanged(
@@ -296,6 +307,8 @@ def _turn(
     session: str | None,
     request: Mapping[str, Any] | None,
     namespace: str | None,
+    force: Trigger | None = None,
+    instructions: str | None = None,
 ) -> Turn:
     return Turn(
         messages=messages,
@@ -304,6 +317,8 @@ def _turn(
         session=session,
         request=request or {},
         namespace=namespace or "",
+        compact_now=force == "manual",
+        instructions=instructions,
     )
 
 

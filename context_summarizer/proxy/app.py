@@ -8,6 +8,8 @@ Routes:
   history the provider keeps (``previous_response_id``) passes through, with a warning header;
   ``POST /v1/responses/compact`` is answered by the proxy for any model (``responses_compact``);
 - ``GET /v1/summarizer/sessions/{id}``: a session's checkpoints, to its own credential only;
+  ``POST /v1/summarizer/sessions/{id}/compact``: compact it at its next request
+  (``compaction_asks``);
 - every other ``/v1/...`` route: passed through unchanged, streaming included (with
   ``[[models]]`` configured, a JSON body's ``model`` chooses the upstream, as on the routes above);
 - ``GET /healthz`` and ``GET /metrics`` (Prometheus text);
@@ -41,6 +43,7 @@ from ..core.results import CompactionEvent
 from ..stores import Store
 from .access import RequestGuard, log_startup_notes, reader_namespace
 from .apis import CHAT, api_for_path
+from .compaction_asks import ask_compaction
 from .cross_site import AllowedOriginsCors
 from .endpoint import Endpoint
 from .errors import ErrorShape, ProxyError, internal_error, store_unavailable
@@ -208,6 +211,11 @@ def create_app(
                 settings=settings,
                 compaction_key=proxy.compaction_key,
             ),
+            methods=["POST"],
+        ),
+        StrictRoute(
+            "/v1/summarizer/sessions/{session:path}/compact",
+            partial(ask_compaction, store=proxy.store, settings=settings),
             methods=["POST"],
         ),
         StrictRoute(

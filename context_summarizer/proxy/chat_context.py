@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,7 +30,16 @@ from ..core.errors import (
 from ..core.located import Located
 from ..core.recall_tool import declared_tool_names, recall_tool
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome, Trigger
-from .answers import usable_usage, usage_figures
+from ..stores.compaction_asks import CompactionAsk, CompactionAsks
+from .answers import count_usage, reports_prompt, usable_usage, usage_figures
+from .controls import (
+    AUTO,
+    NOT_COMPACTED_HEADER,
+    Control,
+    ascii_reason,
+    not_compacted_reason,
+    request_control,
+)
 from .errors import ProxyError, store_unavailable
 from .exchange_services import ExchangeServices
 from .fast_path import settle
@@ -138,12 +147,25 @@ class ChatContext:
         """The spans they read back, each once, in order."""
         self.secrets = request_secrets(services.upstream, chat.headers)
         """The keys nothing stored for this request may hold: its credential, the server's."""
+        self.control: Control = AUTO
+        """What the client asked of this request's compaction (``proxy.controls``)."""
+        self.not_compacted: str | None = None
+        """Why it was forwarded unmanaged, when the client or the model's configuration said so."""
+        self.ask: CompactionAsk | None = None
+        """The session's pending ask for a compaction this request takes up, if any."""
 
     def turn(self) -> Turn:
         """The request as the engine sees it, with the keys its checkpoints must not hold and
         the recall tool's name when it may be offered (``recall_name``)."""
         turn = self.chat.turn()
-        return replace(turn, secrets=self.secrets, recall=self.recall_name(turn))
+        control = self.control
+        return replace(
+            turn,
+            secrets=self.secrets,
+            recall=self.recall_name(turn),
+            compact_now=control.mode == "now",
+            instructions=control.instructions,
+        )
 
     def recall_name(self, turn: Turn) -> str | None:
         """The recall tool's name for this request (the first of ``TOOL_NAMES`` the agent's
@@ -192,18 +214,39 @@ class ChatContext:
             failed: Future[Located] = Future()
             failed.set_exception(exc)
             return Locating(compactions, failed)
-        return Locating(compactions, self.services.locator.submit(self.route.context.locate, turn))
+        return Locating(compactions, self.services.locator.submit(self._locate_asked, turn))
+
+    def _locate_asked(self, turn: Turn) -> Located:
+        """``turn`` located (in a worker thread: it reads the store), then again as "compact
+        now" when its session has a pending ask for a compaction and the request asked for
+        nothing itself (``stores.compaction_asks``)."""
+        context = self.route.context
+        located = context.locate(turn)
+        store = context.store
+        if self.control.mode != "auto" or not isinstance(store, CompactionAsks):
+            return located
+        ask = store.compaction_ask(located.namespace, located.session)
+        if ask is None:
+            return located
+        self.ask = ask
+        self.control = Control("now", ask.instructions, via="session")
+        return context.locate(self.turn())
 
     async def locate(self, begun: Locating | None = None) -> None:
         """Locate the request (once, in a worker thread, or as ``begun``); settled already
         when no compaction is due. ``ProxyError`` for an invalid conversation (a 400), or when
         the store is down (a 503)."""
         context = self.route.context
+        if begun is None:
+            self.control = request_control(self.chat.headers)
+        if self.control.mode == "off" or not context.config.compact:
+            self._off()
+            return
         # Read before the store is.
         compactions = self.services.tally.count if begun is None else begun.compactions
         try:
             if begun is None:
-                self.located = await context.alocate(self.turn())
+                self.located = await asyncio.to_thread(self._locate_asked, self.turn())
             else:
                 self.located = await begun.located()
             if await calibrate_by_count(
@@ -226,9 +269,11 @@ class ChatContext:
 
     async def compact(self, force: Trigger | None = None) -> None:
         """Compact (waiting for the session's lock); ``ProxyError`` if it cannot fit (a 400),
-        or the store is down (a 503)."""
+        or the store is down (a 503). A client's "compact now" compacts as ``manual``."""
         if self.located is None:
             return
+        if force is None and self.control.mode == "now":
+            force = "manual"
         self.overhead.pause()
         try:
             self.result = await self.route.context.acompact(
@@ -236,6 +281,7 @@ class ChatContext:
                 force=force,
                 summarizer=self._counted(self.chat.summarizer(self.services.upstream, self.route)),
             )
+            await self._answer_ask()
         except BudgetExceeded as exc:
             message = budget_advice(exc, self.located.budget)
             raise ProxyError(
@@ -249,6 +295,26 @@ class ChatContext:
             raise _store_down(exc) from None
         finally:
             self.overhead.resume()
+
+    async def _answer_ask(self) -> None:
+        """Clear the session's ask this request took up (once compacted, or found to have
+        nothing to compact: asked again, it would not have more)."""
+        ask, store = self.ask, self.route.context.store
+        if ask is None or self.located is None or not isinstance(store, CompactionAsks):
+            return
+        located = self.located
+        await asyncio.to_thread(
+            store.clear_compaction_ask, located.namespace, located.session, ask.asked_at
+        )
+
+    def _off(self) -> None:
+        """Forward exactly as sent: the client, or the model's configuration, turned
+        compaction off."""
+        self.services.metrics.unmanaged.labels("compaction_off").inc()
+        if self.control.mode == "off":
+            self.not_compacted = f"off for this request ({self.control.via})"
+        else:
+            self.not_compacted = ascii_reason(f"compaction is off for model {self.chat.model}")
 
     def _unmanaged(self, exc: SummarizerError) -> None:
         """Forward without context management (e.g. a model whose window is unknown)."""
@@ -271,13 +337,17 @@ class ChatContext:
         self.warning = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
 
     def _counted(self, perform: Callable[[SummarizeCall], Any]) -> Callable[[SummarizeCall], Any]:
-        """``perform``, counting each failed attempt in ``summarizer_upstream_errors_total``."""
+        """``perform``, counting each failed attempt in ``summarizer_upstream_errors_total``
+        and the summary's usage in the token counters."""
         errors = self.services.upstream.errors
+        tokens, api = self.services.metrics.tokens, self.chat.api.name
 
         async def call(request: SummarizeCall) -> SummaryOutcome:
             outcome: SummaryOutcome = await perform(request)
             for status in outcome.failed_attempts:
                 errors.labels(status, "summary").inc()
+            usage = (outcome.prompt_tokens, outcome.cached_tokens, outcome.completion_tokens)
+            tokens.add(api, "summary", *usage)
             return outcome
 
         return call
@@ -291,6 +361,11 @@ class ChatContext:
         out = summarizer_headers(self.result)
         if self.warning:
             out["x-summarizer-warning"] = self.warning
+        reason = self.not_compacted or not_compacted_reason(self.result, self.located)
+        if reason is None and self.result is None and self.warning:
+            reason = "not managed: see x-summarizer-warning"
+        if reason is not None:
+            out[NOT_COMPACTED_HEADER] = reason
         return out
 
     async def observe(self, usage: Any) -> None:
@@ -311,7 +386,8 @@ class ChatContext:
         """``observe`` where it waits for nothing: this session's calibration now, the store's
         queued for the activity writer. False when the usage is to be observed and observing
         waits (``observing_waits``): ``observe`` then writes it itself."""
-        if self.result is None or not isinstance(usage, Mapping):
+        count_usage(self.services.metrics.tokens, self.chat.api.name, usage)
+        if self.result is None or not reports_prompt(usage):
             return True
         self.reported_tokens, self.cached_tokens = usage_figures(usage)
         if not usable_usage(self.services.upstream, usage):

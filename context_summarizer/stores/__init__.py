@@ -29,6 +29,7 @@ import os
 from ..core.checkpoints import prefix_candidates
 from ..core.errors import ConfigurationError
 from .base import ActivityLog, SecretKeeper, Store
+from .compaction_asks import CompactionAsk, CompactionAsks
 from .memory import MemoryStore
 from .redis import RedisStore
 from .sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
@@ -37,6 +38,8 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "ActivityLog",
+    "CompactionAsk",
+    "CompactionAsks",
     "MemoryStore",
     "RedisStore",
     "SQLiteStore",

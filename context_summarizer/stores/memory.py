@@ -11,6 +11,7 @@ from ..core.activity import Recording, RequestRecord, SessionRow, roll_up
 from ..core.checkpoints import Checkpoint
 from ..core.errors import LeaseLost
 from .base import _Closable, _fold, _grant, _reported_update, _Row, new_secret
+from .compaction_asks import CompactionAsk, MemoryAsks
 
 MAX_MEMORY_RECORDS = 100_000
 """Request records a ``MemoryStore`` keeps (the oldest are dropped first)."""
@@ -18,7 +19,7 @@ MAX_MEMORY_CALIBRATIONS = 4096
 """Calibrated (namespace, model) pairs a ``MemoryStore`` keeps (least recently observed go)."""
 
 
-class MemoryStore(_Closable):
+class MemoryStore(MemoryAsks, _Closable):
     """Checkpoints in this process's memory, lost on exit (library mode's default).
 
     Each checkpoint is kept as its JSON and parsed on read, exactly like ``SQLiteStore``, so a
@@ -40,6 +41,7 @@ class MemoryStore(_Closable):
         self._requests: deque[RequestRecord] = deque(maxlen=MAX_MEMORY_RECORDS)
         self._recordings: dict[tuple[str, str], Recording] = {}
         self._secret = new_secret()
+        self._asks: dict[tuple[str, str], CompactionAsk] = {}
 
     def compaction_secret(self) -> bytes:
         """The secret compaction items are signed with: random, this process's own."""

@@ -31,6 +31,7 @@ from ..core.checkpoints import Checkpoint
 from ..core.errors import ConfigurationError, LeaseLost, StoreUnavailable
 from . import redis_scripts as lua
 from .base import COMPACTION_SECRET, _batches, _Closable, _reported_update, _Row, new_secret
+from .compaction_asks import CLEAR_IF_SAME, RedisAsks
 from .redis_activity import RedisActivity
 
 DEFAULT_PREFIX = "summarizer:"
@@ -54,7 +55,7 @@ def display_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
-class RedisStore(RedisActivity, _Closable):
+class RedisStore(RedisActivity, RedisAsks, _Closable):
     """Checkpoints, leases, calibration and the activity log in Redis (``redis://`` or
     ``rediss://`` URL, the redis-py form). Needs the ``redis`` extra:
     ``pip install 'context-summarizer[redis]'``.
@@ -99,6 +100,7 @@ class RedisStore(RedisActivity, _Closable):
                 "fold": lua.FOLD_CALIBRATION,
                 "log": lua.LOG_REQUEST,
                 "record": lua.RECORD_CONVERSATION,
+                "clear_ask": CLEAR_IF_SAME,
             }.items()
         }
         with self._guard():

@@ -22,6 +22,7 @@ from .base import (
     _Row,
     new_secret,
 )
+from .compaction_asks import ASKS_MIGRATION, SQLiteAsks
 from .sqlite_activity import ACTIVITY_MIGRATION, SQLiteActivity
 
 # Migration ``i`` brings the schema from version ``i`` to ``i + 1`` (``PRAGMA user_version``).
@@ -81,6 +82,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 4: the server's secrets every process shares (the key compaction items are signed with).
     ("CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)",),
+    # 5: sessions' pending asks for a compaction (POST /v1/summarizer/sessions/{id}/compact).
+    ASKS_MIGRATION,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 """The schema version this code writes; a database with a higher one is refused."""
@@ -89,7 +92,7 @@ _BATCH = 500  # bound variables per query, well under SQLite's oldest limit of 9
 _BUSY_TIMEOUT_S = 30.0
 
 
-class SQLiteStore(SQLiteActivity, _Closable):
+class SQLiteStore(SQLiteActivity, SQLiteAsks, _Closable):
     """Checkpoints in a SQLite file (WAL mode), shared by threads and processes.
 
     ``path`` may be ``":memory:"``. Missing parent directories are created; a new database file

@@ -32,9 +32,18 @@ MAX_CLIENTS = 256
 HeaderKey = tuple[str, tuple[tuple[bytes, bytes], ...]]
 """A request's scheme and headers as sent, but ``content-length``."""
 
-_NOT_CLAIMED = frozenset({b"transfer-encoding", b"upgrade", b"origin"})
+_NOT_CLAIMED = frozenset(
+    {
+        b"transfer-encoding",
+        b"upgrade",
+        b"origin",
+        b"x-summarizer-compact",
+        b"x-summarizer-instructions",
+    }
+)
 """Headers of requests the lane leaves to the app: a body without a length (its bytes cannot be
-streamed under one), an upgrade, and a browser's request (its CORS answer is the app's)."""
+streamed under one), an upgrade, a browser's request (its CORS answer is the app's), and a
+client's ask of its compaction (``proxy.controls``)."""
 
 
 class LaneApp:
