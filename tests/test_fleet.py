@@ -56,8 +56,9 @@ MODEL = "gpt-4o-mini"
 LEASE_TTL_S = 3.0
 REPLICAS = 3
 # With a 6,000-token window a conversation of 7 tool exchanges crosses the trigger.
-# Drafts ahead of time off: each replica drafts for the requests it sees (README, "Ahead of
-# time"), and these tests count the summaries one compaction per session makes across replicas.
+# Drafts ahead of time off: each replica drafts for the requests it sees (docs/how-it-works.md,
+# "Ahead of time"), and these tests count the summaries one compaction per session makes across
+# replicas.
 SERVE_FLAGS = ["--context-window", "6000", "--max-summary-tokens", "300", "--prepare-ratio", "off"]
 CROSSES_AT = 7
 

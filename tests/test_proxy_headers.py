@@ -151,7 +151,8 @@ def test_credential_from_raw_api_key_headers() -> None:
     "value", ["sk-abc123456789", "Basic dXNlcjpwYXNz", "Bearer", "Bearer   ", "Token sk-abc123"]
 )
 def test_only_a_bearer_authorization_is_a_credential(value: str) -> None:
-    # README: a key is taken as ``Authorization: Bearer KEY``, ``api-key`` or ``x-api-key``.
+    # docs/operating.md: a key is taken as ``Authorization: Bearer KEY``, ``api-key`` or
+    # ``x-api-key``.
     assert credential({"authorization": value}) is None
     assert credential({"authorization": value, "x-api-key": "second"}) == "second"
     with pytest.raises(ProxyError) as refused:

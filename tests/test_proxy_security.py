@@ -224,7 +224,8 @@ def test_with_client_keys_every_v1_request_needs_one_of_them(
 def test_an_authorization_header_without_bearer_is_refused_not_taken_as_a_key(
     upstream: TestUpstream, start_proxy: ProxyFactory, client_keys: list[str]
 ) -> None:
-    # README: a key is taken as ``Authorization: Bearer KEY``, ``api-key`` or ``x-api-key``.
+    # docs/operating.md: a key is taken as ``Authorization: Bearer KEY``, ``api-key`` or
+    # ``x-api-key``.
     # A bare key is refused: served keyless it would share every keyless client's namespace.
     proxy = start_proxy(upstream_api_key=SERVER_KEY, client_keys=client_keys)
     chat = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}).encode()

@@ -108,8 +108,8 @@ class Session:
 
     def check(self, row: str, *, runs: int, reserve: int, trigger: str = "threshold") -> None:
         """What must hold of any session through the proxy (see the module docstring), and the
-        README's figures for it (the table row whose first cell starts with ``row``, ``runs``
-        runs); ``reserve``: the reply reserve of its requests; ``trigger``: what starts its
+        figures docs/agents.md gives for it (the table row whose first cell starts with ``row``,
+        ``runs`` runs); ``reserve``: the reply reserve of its requests; ``trigger``: what starts its
         compactions (``"manual"``: the agent asks for each)."""
         assert self.script.finished, f"{self.script.taken} of {len(self.script.steps)} steps"
         requests = self.upstream.requests
@@ -146,21 +146,22 @@ class Session:
             f"({cached:,} of {prompt:,})"
         )
         assert share > 0.5
-        figures = readme_row(row)
+        figures = documented_row(row)
         assert figures[:4] == [runs, len(requests), len(self.compactions), len(summaries)], (
-            f"README's 'Coding agents' table says {figures} for {row!r}"
+            f"docs/agents.md's table says {figures} for {row!r}"
         )
         assert abs(figures[4] - 100 * share) < 1.0, figures
 
 
-def readme_row(first_cell: str) -> list[float]:
-    """The figures of the README's 'Coding agents' table row starting with ``first_cell``."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    for line in readme.splitlines():
+def documented_row(first_cell: str) -> list[float]:
+    """The figures of the table row of docs/agents.md (the coding agents' page) starting with
+    ``first_cell``."""
+    page = (Path(__file__).parent.parent / "docs" / "agents.md").read_text()
+    for line in page.splitlines():
         if line.startswith(f"| {first_cell}"):
             cells = [cell.strip() for cell in line.strip("|").split("|")][1:]
             return [float(cell.rstrip("%").replace(",", "")) for cell in cells]
-    raise AssertionError(f"no README table row for {first_cell!r}")
+    raise AssertionError(f"no table row for {first_cell!r} in docs/agents.md")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Each setting is declared once (``Settings`` and ``CompactionConfig``, fields marked
-``Setting``); its flag, variable, config-file key, help and the README's tables come from that.
+``Setting``); its flag, variable, config-file key, help and the tables of docs/configuration.md
+come from that.
 
 The walk below gives each declared setting a value other than its default and checks that the
 flag, the ``SUMMARIZER_*`` variable and the config-file key each reach ``Settings`` with it.
@@ -26,7 +27,7 @@ from context_summarizer.proxy.settings_schema import DeclaredSetting, markdown_t
 SETTINGS = declared()
 # The rest: [[models]] (tests/test_config_file.py) and what only an entry of it sets (below).
 VALUED = [s for s in SETTINGS if s.mark.top_level and s.name != "models"]
-README = Path(__file__).parent.parent / "README.md"
+CONFIGURATION_PAGE = Path(__file__).parent.parent / "docs" / "configuration.md"
 
 # What users run today: every one of these must keep working.
 KNOWN_FLAGS = """--config --host --port --upstream --db --store --lease-ttl --context-window
@@ -284,18 +285,18 @@ def test_a_top_level_key_that_is_no_setting_is_refused(tmp_path: Path) -> None:
         Settings.from_env({}, config_file=config)
 
 
-# -- the README ---------------------------------------------------------------------------------
+# -- docs/configuration.md -----------------------------------------------------------------------
 
 
-def test_the_readme_tables_are_the_declarations() -> None:
-    readme = README.read_text(encoding="utf-8")
+def test_the_documented_tables_are_the_declarations() -> None:
+    page = CONFIGURATION_PAGE.read_text(encoding="utf-8")
     found = re.search(
         r"<!-- settings tables:.*?-->\n\n(.*?)\n<!-- end of the settings tables -->",
-        readme,
+        page,
         flags=re.DOTALL,
     )
-    assert found, "the README has no settings tables"
+    assert found, "docs/configuration.md has no settings tables"
     assert found.group(1) == markdown_tables(SETTINGS), (
-        "the README's settings tables differ from the declarations: paste in "
+        "the settings tables of docs/configuration.md differ from the declarations: paste in "
         "context_summarizer.proxy.settings_schema.markdown_tables(context_summarizer.proxy.settings.declared())"
     )

@@ -269,7 +269,7 @@ def test_two_proxies_on_one_store_summarize_a_session_once(
         port=0,
         db=tmp_path / "shared.db",
         context_window=16_000,
-        prepare_ratio=None,  # each replica would draft on its own (see the README)
+        prepare_ratio=None,  # each replica would draft on its own (docs/operating.md)
     )
     upstream.inject(Fault(kind="delay", seconds=1.0, match="summary"))
     messages = long_history(7)

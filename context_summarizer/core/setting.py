@@ -27,8 +27,8 @@ class Setting:
     """How a field is offered as a setting (the parts that its name and type do not say)."""
 
     group: str = ""
-    """The heading it is listed under in ``--help`` and the README. On a field whose model's
-    settings are given flat (``Settings.compaction``), the heading of those."""
+    """The heading it is listed under in ``--help`` and docs/configuration.md. On a field whose
+    model's settings are given flat (``Settings.compaction``), the heading of those."""
     default_text: str = ""
     """The default in words, where the value alone does not say it (``{default}`` stands for the
     value): ``"each model's known window"`` for a None that means that."""

@@ -194,7 +194,7 @@ class Settings(ConfigurationModel):
         default="responses",
         description="What serves /v1/responses: responses (the upstream has the Responses API) "
         "or chat (a chat-completions-only upstream such as vLLM, llama.cpp or Ollama: each "
-        "request is translated; the README's 'OpenAI Responses API' says what is lost).",
+        "request is translated; docs/openai.md says what is lost).",
     )
     fast_path: Annotated[bool, Setting(group=SERVER)] = Field(
         default=True,

@@ -5,7 +5,7 @@ field of a model ``Settings`` takes flat (``CompactionConfig``, its ``compaction
 declares the type, default, bounds, choices and help; the mark, how it is offered.
 ``declared_settings`` lists them as ``DeclaredSetting`` records, which make the ``serve`` flags
 (``cli.options``), the ``SUMMARIZER_*`` variables (``environment_values``), the config-file keys
-(``config_file``) and the README's tables (``markdown_tables``).
+(``config_file``) and the tables of docs/configuration.md (``markdown_tables``).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class DeclaredSetting:
 
     @property
     def default_text(self) -> str:
-        """The default as ``--help`` and the README say it."""
+        """The default as ``--help`` and docs/configuration.md say it."""
         value = self.default
         if self.switch:
             shown = "on" if value else "off"
@@ -188,7 +188,7 @@ def environment_values(
 
 
 def markdown_tables(settings: Iterable[DeclaredSetting]) -> str:
-    """The README's tables of the settings: one per heading, a row each."""
+    """The tables of the settings in docs/configuration.md: one per heading, a row each."""
     groups: dict[str, list[DeclaredSetting]] = {}
     for setting in settings:
         groups.setdefault(setting.group, []).append(setting)

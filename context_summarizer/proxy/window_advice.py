@@ -14,7 +14,7 @@ from ..core.errors import BudgetExceeded, ReplyReserveTooLarge
 FIXES = (
     "ask for a smaller reply cap (Claude Code: CLAUDE_CODE_MAX_OUTPUT_TOKENS=8000) or give "
     "the proxy a larger window (--context-window, or context_window in the model's [[models]] "
-    "entry); see the README's 'Coding agents'"
+    "entry); see docs/agents.md"
 )
 """The two ways out, as the messages say them."""
 

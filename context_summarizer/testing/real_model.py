@@ -211,7 +211,8 @@ class LlamaServer:
         if not server_available():
             raise ModelUnavailable(
                 "llama-cpp-python's server is not installed: pip install "
-                "'context-summarizer[real-model]' (see the README for the portable build flags)"
+                "'context-summarizer[real-model]' (see docs/offline.md for the portable build "
+                "flags)"
             )
         self.port = _free_port()
         command = [

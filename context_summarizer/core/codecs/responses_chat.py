@@ -1,7 +1,7 @@
 """A Responses request served by a chat-completions-only upstream (vLLM, llama.cpp, Ollama):
 the request as a chat completion, and the completion (whole or streamed) as a Response. Pure.
 
-What does not survive the translation (the README's table says the same):
+What does not survive the translation (docs/openai.md's table says the same):
 
 - ``reasoning`` items (and their ``encrypted_content``) and every item the chat API has no form
   for (built-in tool calls, item references...) are left out of the chat request, with the calls
