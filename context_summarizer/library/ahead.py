@@ -164,6 +164,21 @@ class Drafts:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
+    async def aclose(self) -> None:
+        """``close``, then wait for the cancelled drafts of the running event loop to end: a
+        draft's step running in a worker thread ends at its next effect, and a task the loop
+        still holds when it stops is reported as destroyed while pending."""
+        jobs = self.jobs.cancel_all()
+        loop = asyncio.get_running_loop()
+        tasks = [
+            job.future
+            for job in jobs
+            if isinstance(job.future, asyncio.Future) and job.future.get_loop() is loop
+        ]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self.close()
+
 
 def _noting_sync(job: AheadJob, summarizer: SyncSummarizer) -> SyncSummarizer:
     """``summarizer``, marking ``job`` as having asked the model."""

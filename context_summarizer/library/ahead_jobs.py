@@ -216,14 +216,15 @@ class AheadJobs:
             if jobs is not None and jobs.get(job.basis_hash) is job:
                 self._remove(job)
 
-    def cancel_all(self) -> None:
-        """Cancel and drop every job (the manager is closing)."""
+    def cancel_all(self) -> list[AheadJob]:
+        """Cancel and drop every job (the manager is closing); the jobs cancelled."""
         with self._lock:
             jobs = list(self._iter())
             self._sessions.clear()
             self._count = 0
         for job in jobs:
             job.cancel()
+        return jobs
 
     def _iter(self) -> list[AheadJob]:
         return [job for jobs in self._sessions.values() for job in jobs.values()]

@@ -131,6 +131,8 @@ class ProxyServices:
     async def close(self) -> None:
         """Close the connection pools, write the queued activity, and close the store unless the
         caller passed it in."""
+        for manager in self.upstream.routes.managers:
+            await manager.drafts.aclose()
         if self.activity is not None:
             await asyncio.to_thread(self.activity.close)
         if self.wire_pool is not None:
