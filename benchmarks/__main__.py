@@ -1,6 +1,6 @@
 """Run the benchmark sections and write ``benchmarks/RESULTS.md``.
 
-python -m benchmarks                 # sections 1-5, 7, 8 and 9, about 30 minutes on 2 cores
+python -m benchmarks                 # sections 1-5 and 7-11, about 40 minutes on 2 cores
 python -m benchmarks --quick         # smoke mode: every code path, tiny sizes
 python -m benchmarks --only 1,3      # some sections
 python -m benchmarks --only 6        # the real model (the real-model extra; about 2.5 hours)
@@ -29,19 +29,21 @@ from . import (
     ahead_latency,
     api_overhead,
     cache_cost,
+    install_size,
     prepare_scaling,
     proxy_memory,
     proxy_overhead,
     quality,
     real_model,
     recall_cache,
+    summary_model,
 )
 from .results import Floor, Section, markdown_table
 from .results_file import Carried, carried_sections
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8", "9")
-DEFAULT_SECTIONS = "1,2,3,4,5,7,8,9"
+SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11")
+DEFAULT_SECTIONS = "1,2,3,4,5,7,8,9,10,11"
 
 
 def machine() -> str:
@@ -235,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("7", api_overhead, lambda: api_overhead.run(quick=args.quick, out_dir=out_dir)),
         ("8", ahead_latency, lambda: ahead_latency.run(quick=args.quick, out_dir=out_dir)),
         ("9", recall_cache, lambda: recall_cache.run(quick=args.quick, out_dir=out_dir)),
+        ("10", summary_model, lambda: summary_model.run(quick=args.quick, out_dir=out_dir)),
+        ("11", install_size, lambda: install_size.run(quick=args.quick, out_dir=out_dir)),
     ]
     started = dt.datetime.now(dt.UTC)
     revision = commit()  # before the sections write their files into the checkout
