@@ -289,6 +289,14 @@ def test_the_page_in_headless_chromium_after_a_compacting_session(
     assert f"-> {first_call['name']}({first_call['arguments']})" in replaced[0]
     assert driven.messages[3]["content"][:200] in replaced[1]
     assert any("Missed by the summary" in e.content for e in dom.elements if e.tag == "h4")
+    # The session's tokens saved: its requests' own figures added up, as /metrics counts them.
+    requests = get(proxy, f"/ui/api/sessions/{quote(SESSION, safe='')}", KEY).json()["requests"]
+    saved = sum(r["tokens_saved"] for r in requests)
+    assert saved > 0 and requests[0]["tokens_saved"] == 0  # nothing saved before a compaction
+    assert dom.by_id("tokens-saved").content == f"{saved:,}"
+    assert f"tokens saved by compaction {saved:,}" in dom.by_id("session-facts").content
+    scraped = get(proxy, "/metrics").text
+    assert f'summarizer_tokens_saved_total{{route="chat"}} {float(saved)}' in scraped
 
     # Without the key the page still loads, and says what it needs; no data is shown.
     keyless = Dom(run_chromium(tmp_path, f"{root(proxy)}/ui#session={SESSION}", "--dump-dom"))

@@ -47,6 +47,11 @@ class RequestRecord(BaseModel):
     applied), estimated and calibrated: the line a compaction drops from."""
     tokens_sent: int = Field(ge=0)
     """What went upstream after any rewrite, estimated (calibrated)."""
+    tokens_saved: int | None = Field(default=None, ge=0)
+    """What compaction kept it from sending: the conversation as the client sent it minus
+    ``tokens_sent``, estimated alike (0 when no checkpoint applied, or the answer was not a
+    success; None: logged before this was recorded). ``summarizer_tokens_saved_total``
+    counts the same figure."""
     window: int = Field(ge=0)
     reported_tokens: int | None = None
     """The provider's ``prompt_tokens`` (``input_tokens``) for this request, when it said."""

@@ -1,6 +1,7 @@
-"""What the proxy notes of each managed request once its answer is sent: a ``RequestRecord``
-in the store's activity log and, with ``--record``, the session's conversation (secrets
-redacted). Queued once the answer is sent and written in batches by the proxy's
+"""What the proxy notes of each managed request it answers: what compaction saved it
+(``count_saved``, in ``summarizer_tokens_saved_total``) and, once the answer is sent, a
+``RequestRecord`` in the store's activity log and, with ``--record``, the session's conversation
+(secrets redacted). The record is queued and written in batches by the proxy's
 ``ActivityWriter``: never on the client's critical path, and a failed write costs a log line,
 never the request."""
 
@@ -20,8 +21,11 @@ from .exchange_services import ExchangeServices
 logger = logging.getLogger("context_summarizer.proxy")
 
 
-def request_record(context: ChatContext, *, status: int, started: float) -> RequestRecord | None:
-    """The record of a settled request (None for one forwarded unmanaged)."""
+def request_record(
+    context: ChatContext, *, status: int, started: float, saved: int | None = None
+) -> RequestRecord | None:
+    """The record of a settled request (None for one forwarded unmanaged); ``saved``: its
+    ``tokens_saved`` (``count_saved``)."""
     located, result = context.located, context.result
     if located is None or result is None:
         return None
@@ -34,6 +38,7 @@ def request_record(context: ChatContext, *, status: int, started: float) -> Requ
         api=context.chat.api.name,
         tokens_before=event.tokens_before if event is not None else located.calibrated_tokens,
         tokens_sent=result.report.estimated_tokens,
+        tokens_saved=saved,
         window=located.budget.context_window,
         reported_tokens=context.reported_tokens,
         cached_tokens=context.cached_tokens,
@@ -48,15 +53,34 @@ def request_record(context: ChatContext, *, status: int, started: float) -> Requ
     )
 
 
+def count_saved(services: ExchangeServices, context: ChatContext, status: int) -> int | None:
+    """What compaction kept a request from sending (``tokens_saved``; 0 unless its answer is a
+    success), counted in ``summarizer_tokens_saved_total``; None for a request forwarded
+    unmanaged."""
+    located, result = context.located, context.result
+    if located is None or result is None:
+        return None
+    tokens = services.metrics.tokens
+    saved = tokens.savings.of(located, result) if 200 <= status < 300 else 0
+    tokens.saved(context.chat.api.name, saved)
+    return saved
+
+
 def note_after(
     response: Response, services: ExchangeServices, context: ChatContext, started: float
 ) -> Response:
-    """``response``, set to log its request once it has been sent (its stream included)."""
-    if services.activity is None:
+    """``response``, its tokens saved counted (``count_saved``), set to log its request once it
+    has been sent (its stream included). A stream answered while its compaction runs is
+    counted once it has been sent: only then is its result known."""
+    status = response.status_code
+    pending = context.due
+    saved = None if pending else count_saved(services, context, status)
+    if services.activity is None and not pending:
         return response
 
     async def note() -> None:
-        note_request(services, context, status=response.status_code, started=started)
+        counted = count_saved(services, context, status) if pending else saved
+        _queue(services, context, status=status, started=started, saved=counted)
 
     response.background = _chained(response.background, note)
     return response
@@ -65,11 +89,27 @@ def note_after(
 def note_request(
     services: ExchangeServices, context: ChatContext, *, status: int, started: float
 ) -> None:
+    """Count the tokens saved of a request whose answer is sent (``count_saved``), and queue
+    its record (and its recording, with ``--record``)."""
+    saved = count_saved(services, context, status)
+    _queue(services, context, status=status, started=started, saved=saved)
+
+
+def _queue(
+    services: ExchangeServices,
+    context: ChatContext,
+    *,
+    status: int,
+    started: float,
+    saved: int | None,
+) -> None:
     """Queue the record of a request whose answer is sent (and its recording, with
     ``--record``)."""
     writer = services.activity
-    record = request_record(context, status=status, started=started)
-    if writer is None or record is None:
+    if writer is None:
+        return
+    record = request_record(context, status=status, started=started, saved=saved)
+    if record is None:
         return
     recording = _recording(context) if services.record else None
     writer.submit(record, recording)

@@ -1,6 +1,6 @@
 """What the upstream answered a chat request, judged: an error that says the prompt is too long,
 an answer cut short or not a chat completion (a 502, counted and logged once, never a 500), a
-usage figure fit for calibration."""
+usage figure fit for calibration, and the usage counted in the token counters."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import httpx2
 from ..library.upstream import says_context_length_exceeded
 from .body import json_object
 from .errors import ProxyError, error_payload
+from .metrics import TokenCounts
 from .model_routes import ModelRoute
 from .upstream import Upstream
 
@@ -114,6 +115,20 @@ def usage_figures(usage: Any) -> tuple[int | None, int | None]:
     if cached is None and isinstance(details, Mapping):
         cached = details.get("cached_tokens")
     return _count(prompt), _count(cached)
+
+
+def count_usage(tokens: TokenCounts, route: str, usage: Any) -> None:
+    """Count an agent request's answer's usage, as its front door normalized it (plus
+    ``completion_tokens``), in the token counters."""
+    prompt, cached = usage_figures(usage)
+    completion = _count(usage.get("completion_tokens")) if isinstance(usage, Mapping) else None
+    tokens.add(route, "agent", prompt, cached, completion)
+
+
+def reports_prompt(usage: Any) -> bool:
+    """Whether a normalized usage reports the prompt: not one that reports the answer's length
+    alone (a Messages stream's ``message_delta``), which has nothing to calibrate with."""
+    return isinstance(usage, Mapping) and "prompt_tokens" in usage
 
 
 def _count(value: Any) -> int | None:

@@ -171,11 +171,17 @@ class _SummaryWire:
 
 
 def prompt_usage(usage: Any) -> dict[str, Any] | None:
-    """``usageMetadata`` as ``{"prompt_tokens": promptTokenCount, "cached_tokens": ...}``."""
+    """``usageMetadata`` as ``{"prompt_tokens": promptTokenCount, "cached_tokens": ...}``,
+    plus ``"completion_tokens": candidatesTokenCount`` when reported (thoughts left out, as a
+    summary's are)."""
     if not isinstance(usage, Mapping):
         return None
     cached = tokens(usage.get("cachedContentTokenCount")) or 0
-    return {"prompt_tokens": usage.get("promptTokenCount"), "cached_tokens": cached}
+    found = {"prompt_tokens": usage.get("promptTokenCount"), "cached_tokens": cached}
+    completion = tokens(usage.get("candidatesTokenCount"))
+    if completion is not None:
+        found["completion_tokens"] = completion
+    return found
 
 
 def parse_gemini_request(

@@ -25,7 +25,7 @@ from .body import replaced_body
 from .errors import ProxyError
 from .front_door import Arrival, FrontDoor
 from .managed_request import ParsedRequest, json_object_body, sender
-from .messages_summary import messages_summary_body, messages_summary_outcome
+from .messages_summary import messages_summary_body, messages_summary_outcome, tokens
 from .wire_summary import WireSummaryClient
 
 if TYPE_CHECKING:
@@ -106,16 +106,29 @@ class MessagesRequest(ParsedRequest):
         return messages_summary_outcome(content, latency)
 
     def answer_usage(self, answer: Mapping[str, Any]) -> Any:
-        """A message's usage as the whole prompt."""
-        return prompt_usage(answer.get("usage"))
+        """A message's usage as the whole prompt, and its output tokens."""
+        usage = answer.get("usage")
+        found = prompt_usage(usage)
+        if found is not None and isinstance(usage, Mapping):
+            found["completion_tokens"] = tokens(usage.get("output_tokens"))
+        return found
 
     def event_usage(self, event: bytes) -> Any:
-        """The usage of ``message_start`` (the prompt is reported there, once)."""
-        if b"message_start" not in event:
-            return None
-        data = sse.event_object(event)
-        message = data.get("message") if data is not None else None
-        return prompt_usage(message.get("usage")) if isinstance(message, dict) else None
+        """The usage of ``message_start`` (the prompt is reported there, once), and the final
+        output count of ``message_delta``, alone (``answers.reports_prompt``: it is only
+        counted, its prompt figures, if any, being those ``message_start`` reported)."""
+        if b"message_start" in event:
+            data = sse.event_object(event)
+            message = data.get("message") if data is not None else None
+            return prompt_usage(message.get("usage")) if isinstance(message, dict) else None
+        if b"message_delta" in event:
+            data = sse.event_object(event)
+            if data is None or data.get("type") != "message_delta":
+                return None
+            usage = data.get("usage")
+            output = tokens(usage.get("output_tokens")) if isinstance(usage, Mapping) else None
+            return None if output is None else {"completion_tokens": output}
+        return None
 
 
 def prompt_usage(usage: Any) -> dict[str, Any] | None:

@@ -12,6 +12,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
 
+from .tokens_saved import SavedTokens
+
 _TOKEN_BUCKETS = (1e3, 2e3, 4e3, 8e3, 16e3, 32e3, 64e3, 128e3, 256e3, 512e3, 1e6, 2e6)
 _OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 _SUMMARY_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
@@ -44,6 +46,10 @@ class Histogram(_KeptChildren, prometheus_client.Histogram):
     """``prometheus_client.Histogram``, its children kept."""
 
 
+Call = Literal["agent", "summary"]
+"""Whose upstream call a figure is: a client's own request, or one of the proxy's summary calls."""
+
+
 class UpstreamErrors:
     """``summarizer_upstream_errors_total``: ``labels(status)`` counts an agent call's failure,
     ``labels(status, "summary")`` a summary call's."""
@@ -51,9 +57,90 @@ class UpstreamErrors:
     def __init__(self, counter: Counter) -> None:
         self.counter = counter
 
-    def labels(self, status: str, call: Literal["agent", "summary"] = "agent") -> Counter:
+    def labels(self, status: str, call: Call = "agent") -> Counter:
         """The counter child for ``status`` (bounded: statuses and a few names) and ``call``."""
         return self.counter.labels(status, call)
+
+
+class TokenCounts:
+    """The token counters: the usage providers reported (``add``), by route and call, and the
+    prompt tokens compaction kept from being sent (``saved``), by route."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.savings = SavedTokens()
+        """The figures ``saved`` counts are computed with (a memo per checkpoint)."""
+        self._children: dict[tuple[str, str], tuple[Counter, ...]] = {}
+        labels = ["route", "call"]
+        calls = (
+            "by route (the front door: chat, responses, messages, gemini) and call ('agent': "
+            "the clients' requests, every upstream round of one included; 'summary': the "
+            "proxy's summary calls)"
+        )
+        share = (
+            "Cache share: rate(summarizer_cached_prompt_tokens_total[5m]) / "
+            "rate(summarizer_prompt_tokens_total[5m])."
+        )
+        self.prompt = Counter(
+            "summarizer_prompt_tokens",
+            f"Prompt (input) tokens the provider reported, {calls}: the whole prompt, its "
+            "cached part included (chat prompt_tokens, Responses input_tokens, Messages "
+            "input_tokens + cache_read_input_tokens + cache_creation_input_tokens, Gemini "
+            f"promptTokenCount). {share}",
+            labels,
+            registry=registry,
+        )
+        self.cached = Counter(
+            "summarizer_cached_prompt_tokens",
+            "Of summarizer_prompt_tokens_total, the tokens the provider reported read from its "
+            "prompt cache (chat prompt_tokens_details.cached_tokens, Responses "
+            "input_tokens_details.cached_tokens, Messages cache_read_input_tokens, Gemini "
+            f"cachedContentTokenCount), {calls}. {share}",
+            labels,
+            registry=registry,
+        )
+        self.completion = Counter(
+            "summarizer_completion_tokens",
+            f"Completion (output) tokens the provider reported, {calls}: chat "
+            "completion_tokens, Responses output_tokens, Messages output_tokens (a stream's "
+            "final count, from message_delta), Gemini candidatesTokenCount (thoughts not "
+            "included).",
+            labels,
+            registry=registry,
+        )
+        self.saved_tokens = Counter(
+            "summarizer_tokens_saved",
+            "Prompt tokens the clients' requests did not send because of compaction, by route: "
+            "for each request answered 2xx, the conversation as the client sent it (messages "
+            "and tools) minus what was sent instead (the checkpoint's rewrite), both estimated "
+            "and calibrated as x-summarizer-prompt-tokens is (0 for a request no compaction "
+            "applies to). Every request on a compacted conversation counts its saving again; "
+            "/ui shows each session's total (the activity log's tokens_saved).",
+            ["route"],
+            registry=registry,
+        )
+
+    def add(
+        self,
+        route: str,
+        call: Call,
+        prompt: int | None,
+        cached: int | None,
+        completion: int | None,
+    ) -> None:
+        """Count one upstream answer's reported usage (a figure it did not report, None, is
+        not counted)."""
+        children = self._children.get((route, call))
+        if children is None:  # the three children at once: this runs on every answer
+            found = (c.labels(route, call) for c in (self.prompt, self.cached, self.completion))
+            children = self._children[(route, call)] = tuple(found)
+        for child, tokens in zip(children, (prompt, cached, completion), strict=True):
+            if tokens is not None:
+                child.inc(tokens)
+
+    def saved(self, route: str, tokens: int) -> None:
+        """Count what compaction kept one answered request from sending (0 counts too: the
+        series exists from a route's first request)."""
+        self.saved_tokens.labels(route).inc(tokens)
 
 
 class ProxyMetrics:
@@ -206,6 +293,7 @@ class ProxyMetrics:
             buckets=_OVERHEAD_BUCKETS,
             registry=r,
         )
+        self.tokens = TokenCounts(r)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

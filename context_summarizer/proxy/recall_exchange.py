@@ -5,8 +5,9 @@ streamed or not, in its API's shape (``core.recall_loop`` decides; this module s
 The client never sees the recall exchange: its answer is the last round's (its text streamed
 as it comes, the calls of a round held until the round ends), and its history never holds a
 recall call. Only the first round's usage calibrates the engine (it is the request the engine
-counted); the later rounds add the recall exchange, which the engine never counted. A later
-round's upstream failure is passed to the client as it came.
+counted); the later rounds add the recall exchange, which the engine never counted (their usage
+is only counted, in the token counters). A later round's upstream failure is passed to the
+client as it came.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from starlette.responses import Response
 from ..core.recall_codec import RecallStream
 from ..core.recall_loop import RecallLoop, Step, loop_for
 from . import sse
-from .answers import interrupted, invalid_answer, is_event_stream, upstream_error_payload
+from .answers import (
+    count_usage,
+    interrupted,
+    invalid_answer,
+    is_event_stream,
+    upstream_error_payload,
+)
 from .body import json_bytes, json_object
 from .errors import ProxyError, error_event, error_payload
 from .headers import decoded_response_headers
@@ -104,10 +111,11 @@ async def whole_answer(exchange: Exchange, loop: RecallLoop, response: httpx2.Re
         answer = json_object(content, exact=exchange.chat.rewrites_answers)
         if answer is None:
             raise invalid_answer(exchange.services.upstream, status, exchange.context.route)
+        usage = exchange.chat.answer_usage(answer)
         if rounds == 0:
-            first_usage = exchange.chat.answer_usage(answer)
-            if isinstance(first_usage, Mapping):
-                first_usage = dict(first_usage)
+            first_usage = dict(usage) if isinstance(usage, Mapping) else usage
+        else:  # a later round's: counted, never observed
+            count_usage(exchange.services.metrics.tokens, exchange.chat.api.name, usage)
         step = loop.step(answer)
         if step.again is None:
             break
@@ -147,10 +155,11 @@ async def relay(
             try:
                 async for chunk in response.aiter_bytes():
                     for event in splitter.feed(chunk):
-                        if first:
-                            usage = chat.event_usage(event)
-                            if usage is not None:
-                                await exchange.context.observe(usage)
+                        usage = chat.event_usage(event)
+                        if usage is not None and first:
+                            await exchange.context.observe(usage)
+                        elif usage is not None:  # a later round's: counted, never observed
+                            count_usage(exchange.services.metrics.tokens, chat.api.name, usage)
                         for out in stream.feed(event):
                             kept = _client_event(exchange, out, rewrite)
                             if kept:

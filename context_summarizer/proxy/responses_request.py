@@ -135,7 +135,7 @@ class ResponsesRequest(ParsedRequest):
         return responses_summary_outcome(content, latency)
 
     def answer_usage(self, answer: Mapping[str, Any]) -> Any:
-        """A response's usage as ``{"prompt_tokens", "cached_tokens"}``."""
+        """A response's usage as ``{"prompt_tokens", "cached_tokens", "completion_tokens"}``."""
         return prompt_usage(answer.get("usage"))
 
     def event_usage(self, event: bytes) -> Any:
@@ -187,12 +187,17 @@ class ResponsesRequest(ParsedRequest):
 
 
 def prompt_usage(usage: Any) -> dict[str, Any] | None:
-    """Responses ``usage`` as ``{"prompt_tokens": input_tokens, "cached_tokens": ...}``."""
+    """Responses ``usage`` as ``{"prompt_tokens": input_tokens, "cached_tokens": ...,
+    "completion_tokens": output_tokens}``."""
     if not isinstance(usage, Mapping):
         return None
     details = usage.get("input_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-    return {"prompt_tokens": usage.get("input_tokens"), "cached_tokens": tokens(cached) or 0}
+    return {
+        "prompt_tokens": usage.get("input_tokens"),
+        "cached_tokens": tokens(cached) or 0,
+        "completion_tokens": tokens(usage.get("output_tokens")),
+    }
 
 
 def responses_summary_outcome(content: bytes, latency: float) -> SummaryOutcome:
