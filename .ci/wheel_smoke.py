@@ -12,7 +12,6 @@ shipped dataset. Exits non-zero on the first failure.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess

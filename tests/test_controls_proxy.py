@@ -358,3 +358,60 @@ def test_an_ask_is_the_askers_own_and_bad_asks_are_refused(
     refused = httpx2.post(f"{proxy.base_url}/summarizer/sessions/task-7/compact", timeout=10)
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_compact_now_and_off_through_the_gemini_api(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    from google.genai import types
+
+    from .gemini_support import gemini_client, gemini_requests
+
+    proxy = start_proxy(upstream=f"{upstream.root_url}/v1beta")
+    contents = [types.Content(role="user", parts=[types.Part(text="Fix the invoice test.")])]
+    for turn in range(6):
+        said = " ".join(f"w{turn}_{i}" for i in range(300))
+        contents.append(types.Content(role="model", parts=[types.Part(text=f"step {turn}")]))
+        contents.append(types.Content(role="user", parts=[types.Part(text=said)]))
+    client = gemini_client(proxy)
+
+    def headers_of(extra: dict[str, str]) -> dict[str, str]:
+        answer = client.models.generate_content(
+            model="gemini-2.5-pro",
+            contents=contents,
+            config=types.GenerateContentConfig(http_options=types.HttpOptions(headers=extra)),
+        )
+        assert answer.sdk_http_response is not None
+        return dict(answer.sdk_http_response.headers or {})
+
+    now = headers_of({**NOW, "x-summarizer-instructions": "Name step 4."})
+    assert now["x-summarizer-compacted"] == "true"
+    [summary] = gemini_requests(upstream, summary=True)[:1]
+    last = summary.body["contents"][-1]
+    assert "Name step 4." in "".join(p.get("text", "") for p in last["parts"])
+    off = headers_of({"x-summarizer-compact": "off"})
+    assert off["x-summarizer-not-compacted"] == "off for this request (header)"
+    assert gemini_requests(upstream)[-1].body["contents"][1]["parts"][0]["text"] == "step 0"
+
+
+@pytest.mark.parametrize("summary_model", [None, "gpt-4.1-nano"])
+def test_a_summary_model_writes_the_summaries_and_pays_its_prompt_uncached(
+    upstream: TestUpstream, start_proxy: ProxyFactory, summary_model: str | None
+) -> None:
+    proxy = start_proxy(models=[{"name": MODEL, "summary_model": summary_model}])
+    client = chat_client(proxy)
+    messages = history(6)
+    client.chat.completions.create(model=MODEL, messages=messages)  # warms the agent's cache
+    messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Next."}]
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=messages, extra_headers=NOW
+    )
+    assert raw.headers["x-summarizer-compacted"] == "true"
+    summaries = summary_requests(upstream)
+    assert summaries and {s.body["model"] for s in summaries} == {summary_model or MODEL}
+    assert {r.body["model"] for r in agent_requests(upstream)} == {MODEL}
+    cached = summaries[0].cached_tokens or 0
+    if summary_model is None:  # the live conversation's prefix, cached by the agent's request
+        assert cached >= 0.8 * (summaries[0].prompt_tokens or 0)
+    else:  # the provider's cache is per model: none of the agent's warm prefix serves it
+        assert cached == 0

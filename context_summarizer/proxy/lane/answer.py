@@ -163,6 +163,8 @@ class LaneAnswer:
             refused = False
         except ProxyError:
             refused = True
+        if not refused and context.due and context.control.mode == "now":
+            return  # the session's ask for a compaction: its next request, not the lane, takes it
         if refused or context.due:
             # The bound said it fits and the count says otherwise: the next request compacts.
             self.lane.services.metrics.lane.labels("sent_over_bound").inc()
