@@ -111,6 +111,17 @@ def test_serve_test_upstream_answers_a_real_agent_with_no_key(tmp_path: Path) ->
         )
         text = reply.choices[0].message.content or ""
         assert "received 1 messages" in text and "hello there" in text
+        # Talk of the summarizer, the model's own reply included, is not a summary of it.
+        talk: list[Any] = [
+            {"role": "system", "content": "You work on the summarizer repo."},
+            {"role": "user", "content": "why does the summarizer drop facts?"},
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": "[summarizer] check again"},
+            {"role": "user", "content": "and the summarizer's ledger?"},
+        ]
+        again = sdk.chat.completions.create(model="gpt-4o-mini", messages=talk)
+        said = again.choices[0].message.content or ""
+        assert "received 5 messages;" in said and "summaries" not in said, said
         # A model no registry knows is managed too: the window is the test model's.
         raw = sdk.chat.completions.with_raw_response.create(
             model="my-local-model", messages=[{"role": "user", "content": "hello there"}]
@@ -208,3 +219,50 @@ def test_serve_test_upstream_follows_a_test_script(tmp_path: Path) -> None:
     finally:
         _, stderr = _stop(process)
     assert "following a script of 2 steps" in stderr
+
+
+BANNER = "point agents at"
+
+
+@pytest.mark.parametrize("mode", [[], ["--test-upstream"]], ids=["upstream", "test-upstream"])
+def test_a_taken_port_prints_one_error_no_banner_and_exits_3(
+    mode: list[str], tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = _serve(["serve", *mode, "--port", str(port), "--db", ":memory:"], tmp_path)
+        stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 3, stderr
+    assert BANNER not in stdout and BANNER not in stderr
+    assert "upstream " not in stderr and "summarizer sessions" not in stderr
+    (error,) = [line for line in stderr.splitlines() if "ERROR" in line]
+    assert f"cannot listen on 127.0.0.1:{port}: address already in use" in error
+    assert "--port" in error  # what to do about it
+
+
+def test_the_banner_comes_once_the_port_is_listening(tmp_path: Path) -> None:
+    port = free_port()
+    process = _serve(["serve", "--test-upstream", "--port", str(port)], tmp_path)
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if BANNER in line:
+                break
+        else:
+            raise AssertionError(f"serve exited with {process.wait()} before its banner")
+        # Connecting right after the banner's first line: the port is already listening.
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        _stop(process)
+
+
+def test_serve_help_states_the_exit_codes() -> None:
+    shown = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(shown.output.split())
+    assert (
+        "Exit status: 0 when stopped (Ctrl-C), 2 for a bad flag, variable or config file, " in text
+    )
+    assert "3 when the server cannot start (the port is taken)." in text
+    assert text.rindex("Exit status") > text.rindex("--test-script")  # the epilog, at the end

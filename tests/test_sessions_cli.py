@@ -156,3 +156,89 @@ def test_the_other_front_doors_log_their_requests(api: str, tmp_path: Path) -> N
     assert {r.api for r in records} == {api}
     assert all(r.reported_tokens for r in records)
     assert row.cache_share is not None and row.cache_share > 0
+
+
+# -- which store, when none is named ---------------------------------------------------------
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user whose state folder is empty, and who names no store in the environment."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    monkeypatch.delenv("SUMMARIZER_STORE", raising=False)
+    monkeypatch.delenv("SUMMARIZER_DB", raising=False)
+    return tmp_path
+
+
+def test_sessions_finds_what_serve_test_upstream_just_served(home: Path) -> None:
+    from context_summarizer.proxy.settings import default_db_path
+
+    from .conftest import wait_until_serving
+    from .test_serve_banner import _serve, _stop, free_port
+
+    port = free_port()
+    process = _serve(["serve", "--test-upstream", "--port", str(port)], home)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_serving(process, url)
+        sdk = openai.OpenAI(base_url=f"{url}/v1", api_key="anything", max_retries=0)
+        raw = sdk.chat.completions.with_raw_response.create(
+            model=MODEL, messages=[{"role": "user", "content": "hello there"}]
+        )
+        session = raw.headers["x-summarizer-session"]
+    finally:
+        _stop(process)
+    test_db = default_db_path().with_name("test-upstream.db")
+    assert str(test_db).startswith(str(home)) and test_db.exists()
+
+    listed = run("sessions")
+    assert listed.exit_code == 0, listed.output
+    assert f"store {test_db}\n" in listed.output and session in listed.output
+    (row,) = [json.loads(line) for line in run("sessions", "--json").output.splitlines()]
+    assert row["session"] == session and row["store"] == str(test_db)
+    shown = run("show", session)
+    assert shown.exit_code == 0 and f"session {session}" in shown.output, shown.output
+
+    # With the proxy's default store there too, both are read, each under its name.
+    SQLiteStore(default_db_path()).close()
+    both = run("sessions")
+    assert both.exit_code == 0, both.output
+    assert f"store {default_db_path()}\nno sessions logged" in both.output
+    assert f"store {test_db}\n" in both.output and session in both.output
+    assert run("show", session).exit_code == 0
+    # A store named explicitly is the only one read.
+    named = run("sessions", "--store", str(default_db_path()))
+    assert session not in named.output and str(test_db) not in named.output
+
+
+def test_with_no_store_the_error_says_where_it_looked_and_what_to_pass(home: Path) -> None:
+    from context_summarizer.proxy.settings import default_db_path
+
+    for command in (["sessions"], ["show", "abc"], ["export", "--all"]):
+        missing = run(*command)
+        assert missing.exit_code == 1, missing.output
+        assert f"{default_db_path()} (summarizer serve's default): none" in missing.output
+        assert "test-upstream.db (serve --test-upstream's): none" in missing.output
+        assert "$SUMMARIZER_STORE, $SUMMARIZER_DB: unset" in missing.output
+        assert "Pass --store PATH|URL" in missing.output
+    assert not default_db_path().exists()  # looking created nothing
+
+
+def test_a_store_written_by_wrap_is_read_by_show(home: Path, tmp_path: Path) -> None:
+    from context_summarizer.cli.demo import run_coding_session
+
+    db = tmp_path / "library.db"
+    stats = run_coding_session(turns=30, context_window=8_000, via="library", store=str(db))
+    assert stats.compactions >= 1
+    session = stats.events[0].session
+    listed = run("sessions", "--store", str(db))
+    assert listed.exit_code == 0, listed.output
+    assert "no sessions logged" in listed.output and "summarizer show SESSION" in listed.output
+    shown = run("show", session, "--store", str(db))
+    assert shown.exit_code == 0, shown.output
+    assert f"session {session}" in shown.output and "compaction 1 at" in shown.output
+    assert "of the ledger's facts" in shown.output
+    # From the environment, as the proxy's own variable names it.
+    with_env = CliRunner().invoke(app, ["show", session], env={"SUMMARIZER_DB": str(db)})
+    assert with_env.exit_code == 0 and "compaction 1 at" in with_env.output

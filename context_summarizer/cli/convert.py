@@ -15,14 +15,17 @@ import typer
 
 from ..core.errors import SummarizerError
 from ..evaluation.dataset import Case, dump_case
+from .help_format import ClickStyleCommand, ClickStyleGroup
 
 convert_app = typer.Typer(
-    help="Convert agent trajectories from other tools into an evaluation dataset (JSONL). "
+    cls=ClickStyleGroup,
+    help="Convert agent trajectories from other tools into an evaluation dataset (JSONL).\n\n"
     "`summarizer eval` reads these formats directly too, recognising each file by its content "
     "(and datasets, `summarizer export` files): convert a file to edit its cases (gold facts, "
     "probes) or to keep the dataset.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,
 )
 
 Files = Annotated[list[Path], typer.Argument(help="Files to convert.", show_default=False)]
@@ -68,7 +71,7 @@ def _run(files: list[Path], out: Path | None, read: Callable[[Path], list[Case]]
     raise typer.Exit(1 if failed else 0)
 
 
-@convert_app.command("swe-agent")
+@convert_app.command("swe-agent", cls=ClickStyleCommand)
 def swe_agent(files: Files, out: Out = None) -> None:
     """Convert SWE-agent .traj files (one case per file)."""
     from ..evaluation.converters import read_swe_agent
@@ -76,7 +79,7 @@ def swe_agent(files: Files, out: Out = None) -> None:
     _run(files, out, lambda path: [read_swe_agent(path)])
 
 
-@convert_app.command("chat")
+@convert_app.command("chat", cls=ClickStyleCommand)
 def chat(files: Files, out: Out = None) -> None:
     """Convert chat logs: JSON or JSONL message lists, or records with messages/traj (tau-bench)."""
     from ..evaluation.converters import read_chat
@@ -84,7 +87,7 @@ def chat(files: Files, out: Out = None) -> None:
     _run(files, out, read_chat)
 
 
-@convert_app.command("mini-swe-agent")
+@convert_app.command("mini-swe-agent", cls=ClickStyleCommand)
 def mini_swe_agent(files: Files, out: Out = None) -> None:
     """Convert mini-swe-agent .traj.json files (one case per file; observations stay user turns;
     a results_summary.json beside them says which runs were resolved)."""
@@ -93,7 +96,7 @@ def mini_swe_agent(files: Files, out: Out = None) -> None:
     _run(files, out, lambda path: [read_mini_swe_agent(path)])
 
 
-@convert_app.command("claude-code")
+@convert_app.command("claude-code", cls=ClickStyleCommand)
 def claude_code(files: Files, out: Out = None) -> None:
     """Convert Claude Code session .jsonl transcripts (the turns before the first compaction,
     whose summary becomes the case's given summary)."""

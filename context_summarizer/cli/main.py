@@ -1,4 +1,9 @@
-"""The ``summarizer`` command line (Typer: typed options, generated ``--help``)."""
+"""The ``summarizer`` command line (Typer: typed options, generated ``--help``).
+
+``demo`` and ``count`` are declared here; the other commands live in modules of their own and
+are imported only when run or asked for their help (``Commands.lazy``), so ``summarizer --help``
+and ``--version`` import neither the evaluator, the proxy, the ``openai`` SDK nor pydantic.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +11,57 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, Literal
 
 import typer
 
+from .help_format import ClickStyleCommand
+from .lazy import LazyCommand, LazyGroup
+
+
+class Commands(LazyGroup):
+    """``summarizer``'s commands: ``demo`` and ``count`` below, then these, in this order."""
+
+    lazy: ClassVar[dict[str, LazyCommand]] = {
+        "serve": LazyCommand(
+            ".serve",
+            "serve_app",
+            "Run the OpenAI-compatible proxy: point an agent's base URL at http://HOST:PORT/v1.",
+        ),
+        "eval": LazyCommand(
+            "..evaluation.command",
+            "eval_command",
+            "Score compaction strategies on agent trajectories, and say which proxy policy to use.",
+        ),
+        "sessions": LazyCommand(
+            ".sessions",
+            "sessions_command",
+            "List the sessions the proxy served, newest first: requests, compactions, tokens.",
+        ),
+        "show": LazyCommand(
+            ".sessions",
+            "show_command",
+            "Show one session: each compaction's summary, ledger, score, missed facts and tokens.",
+        ),
+        "export": LazyCommand(
+            ".sessions",
+            "export_command",
+            "Write recorded conversations as a `summarizer eval` dataset (needs `serve --record`).",
+        ),
+        "convert": LazyCommand(
+            ".convert",
+            "convert_app",
+            "Convert agent trajectories from other tools into an evaluation dataset (JSONL).",
+        ),
+    }
+
+
 app = typer.Typer(
+    cls=Commands,
     help="Keep LLM agents working past their context window.",
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="markdown",
+    rich_markup_mode=None,
 )
 
 
@@ -38,7 +85,7 @@ def _root(
     """Keep LLM agents working past their context window."""
 
 
-@app.command()
+@app.command(cls=ClickStyleCommand)
 def demo(
     turns: Annotated[int, typer.Option(help="Agent turns in the scripted session.")] = 120,
     context_window: Annotated[
@@ -46,14 +93,14 @@ def demo(
     ] = 16_000,
     model: Annotated[str, typer.Option(help="Model name sent upstream.")] = "gpt-4o-mini",
     via: Annotated[
-        str,
-        typer.Option(help="'proxy' (summarizer serve on a free local port) or 'library' (wrap)."),
+        Literal["proxy", "library"],
+        typer.Option(help="proxy (summarizer serve on a free local port) or library (wrap())."),
     ] = "proxy",
     api: Annotated[
-        str,
+        Literal["chat", "messages", "responses"],
         typer.Option(
-            help="The agent's API: 'chat' (chat completions, the openai SDK), 'messages' "
-            "(Anthropic's Messages API, the anthropic SDK) or 'responses' (OpenAI's Responses "
+            help="The agent's API: chat (chat completions, the openai SDK), messages "
+            "(Anthropic's Messages API, the anthropic SDK) or responses (OpenAI's Responses "
             "API, the whole input each turn); the last two through the proxy."
         ),
     ] = "chat",
@@ -77,12 +124,6 @@ def demo(
     """
     from .demo import TurnCompaction, run_coding_session
 
-    if via not in ("proxy", "library"):
-        typer.echo("error: --via must be 'proxy' or 'library'", err=True)
-        raise typer.Exit(2)
-    if api not in ("chat", "messages", "responses"):
-        typer.echo("error: --api must be 'chat', 'messages' or 'responses'", err=True)
-        raise typer.Exit(2)
     if api != "chat" and via != "proxy":
         typer.echo(f"error: --api {api} runs through the proxy (--via proxy)", err=True)
         raise typer.Exit(2)
@@ -104,13 +145,13 @@ def demo(
         counter["n"] += 1
         lines = [line.strip() for line in event.summary.splitlines()]
         first = [line for line in lines if line and not line.startswith("#")][:2]
-        score = "n/a" if event.score is None else f"{event.score:.2f}"
+        named = "n/a" if event.score is None else f"{event.score:.0%}"
         prompt = event.summary_prompt_tokens or 0
         cached = event.summary_cached_tokens or 0
         share = f"{cached / prompt:.0%}" if prompt else "n/a"
         typer.echo(
             f"turn {seen.turn:>3}  compaction {counter['n']:>2}: "
-            f"{event.tokens_before:>6,} -> {event.tokens_after:>6,} tokens, fact score {score}, "
+            f"{event.tokens_before:>6,} -> {event.tokens_after:>6,} tokens, facts named {named}, "
             f"summary request cached {share}"
             + (f", degraded: {','.join(event.degraded)}" if event.degraded else "")
             + (f", FAILED: {event.failure}" if event.failure else "")
@@ -127,13 +168,14 @@ def demo(
         f"scripted coding session through {where}: {turns} turns, "
         f"{context_window:,}-token window, model {model}"
     )
+    typer.echo(FACTS_LEGEND)
     stats = run_coding_session(
         turns=turns,
         context_window=context_window,
         model=model,
-        via="proxy" if via == "proxy" else "library",
+        via=via,
         on_compaction=show,
-        api="messages" if api == "messages" else "responses" if api == "responses" else "chat",
+        api=api,
         **kept,
     )
     rows = [
@@ -187,13 +229,21 @@ def demo(
         )
 
 
+FACTS_LEGEND = (
+    "each compaction: tokens before -> after; facts named: the share of the facts extracted from\n"
+    "the replaced turns (the ledger, sent beside the summary) that the summary itself names (n/a:\n"
+    "no model summary); summary request cached: the share of its prompt the upstream had cached"
+)
+"""What the demo's compaction lines mean, printed once under its header."""
+
+
 def _kept_settings(folder: Path) -> dict[str, Any]:
     """The ``Settings`` fields a demo that keeps serving runs with: its store in ``folder``,
     conversations recorded, the page on."""
     return {"db": folder / "checkpoints.db", "record": True, "ui": True}
 
 
-@app.command()
+@app.command(cls=ClickStyleCommand)
 def count(
     path: Annotated[Path, typer.Argument(help="JSON file: a message list or a request body.")],
     model: Annotated[str, typer.Option(help="Model whose encoding to count with.")] = "gpt-4o",
@@ -220,24 +270,6 @@ def count(
         raise typer.Exit(2) from exc
     total = counter.count_messages(messages) + counter.count_tools(body.get("tools"))
     typer.echo(f"{total} tokens ({len(messages)} messages, encoding {counter.name})")
-
-
-def _register_subcommands() -> None:
-    from ..evaluation.command import eval_command
-    from .convert import convert_app
-    from .options import SettingsCommand
-    from .serve import EPILOG, serve_command
-    from .sessions import export_command, sessions_command, show_command
-
-    app.command("serve", cls=SettingsCommand, epilog=EPILOG)(serve_command)
-    app.command("eval")(eval_command)
-    app.add_typer(convert_app, name="convert")
-    app.command("sessions")(sessions_command)
-    app.command("show")(show_command)
-    app.command("export")(export_command)
-
-
-_register_subcommands()
 
 
 def main() -> None:

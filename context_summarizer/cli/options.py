@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperCommand
 
 from ..proxy.settings_schema import DeclaredSetting
+from .help_format import ClickStyleCommand
 
 
 def setting_help(setting: DeclaredSetting) -> str:
@@ -82,25 +82,10 @@ def with_setting_options(
     return with_flags
 
 
-class SettingsCommand(TyperCommand):
-    """A Typer command whose help is laid out as click's (``--port INTEGER  Port to...``, a
-    switch as ``--ui / --no-ui``, wrapped to any width), a section per heading (each option's
-    ``rich_help_panel``; none: ``Options``)."""
+class SettingsCommand(ClickStyleCommand):
+    """A command with a flag per setting: its help wrapped to 100 columns at most (30 flags and
+    their values), a section per heading (each option's ``rich_help_panel``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         settings = {"max_content_width": 100, **(kwargs.pop("context_settings", None) or {})}
         super().__init__(*args, context_settings=settings, **kwargs)
-        self.rich_markup_mode = None  # Rich's table squeezes 30 flags and their types at 80 columns
-
-    def format_options(self, ctx: Any, formatter: Any) -> None:
-        """Each option's help line, under its heading, the headings in their first option's
-        order."""
-        sections: dict[str, list[tuple[str, str]]] = {}
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record is not None:
-                heading = getattr(param, "rich_help_panel", None) or "Options"
-                sections.setdefault(heading, []).append(record)
-        for heading, records in sections.items():
-            with formatter.section(heading):
-                formatter.write_dl(records)

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from ..proxy.settings import declared
-from .options import with_setting_options
+from .options import SettingsCommand, with_setting_options
 
 EPILOG = (
     "Exit status: 0 when stopped (Ctrl-C), 2 for a bad flag, variable or config file, "
@@ -28,8 +28,8 @@ def _serve(
         typer.Option(
             "--config",
             metavar="FILE",
-            help="TOML file of settings (the keys of the README's settings tables) and "
-            "per-model routes ([[models]]: name, upstream, api_key_env and the compaction "
+            help="TOML file of settings (the keys of the settings tables in docs/configuration.md) "
+            "and per-model routes ([[models]]: name, upstream, api_key_env and the compaction "
             "settings); flags and SUMMARIZER_* variables override it. "
             "[default: $SUMMARIZER_CONFIG, else none]",
         ),
@@ -42,8 +42,8 @@ def _serve(
             help="Forward to the built-in test model (started on 127.0.0.1; it answers what it "
             "received and writes heuristic summaries) instead of an upstream: point a real agent "
             "at the proxy with no key and no network. Its checkpoints go to test-upstream.db in "
-            "the user state folder unless --db or --store is given; the window is 16000 unless "
-            "--context-window is.",
+            "the user state folder (summarizer sessions reads it too) unless --db or --store is "
+            "given; the window is 16000 unless --context-window is.",
             rich_help_panel="Testing",
         ),
     ] = False,
@@ -56,7 +56,7 @@ def _serve(
             'request that offers the step\'s tools: {"tool": NAME, "arguments": {...}} (or '
             '"input": "raw text" for a custom tool), {"calls": [...]} (parallel calls), '
             '{"text": "..."} (a final answer). Other requests, and all once the script is '
-            "done, get the usual answer. See the README's 'Seeing what happened'.",
+            "done, get the usual answer. See docs/operating.md, 'Trying it with the test model'.",
             rich_help_panel="Testing",
         ),
     ] = None,
@@ -72,7 +72,7 @@ def _serve(
     """
     from ..core.errors import SummarizerError
     from ..proxy.server import serve as run_server
-    from ..proxy.settings import Settings, default_db_path
+    from ..proxy.settings import Settings
 
     if test_upstream:
         if settings.get("upstream") is not None:
@@ -99,8 +99,11 @@ def _serve(
             from .test_upstream_serve import serve_with_test_upstream
 
             if settings.get("db") is None and chosen.store is None:  # a Redis store as given
-                test_db = default_db_path().with_name("test-upstream.db")
-                chosen = chosen.model_copy(update={"db": test_db})
+                from .session_stores import default_test_upstream_db
+
+                # Its own file: the test model's sessions and calibration stay apart from a
+                # real upstream's (summarizer sessions reads both).
+                chosen = chosen.model_copy(update={"db": default_test_upstream_db()})
 
             serve_with_test_upstream(chosen, script=script)
         else:
@@ -112,3 +115,8 @@ def _serve(
 
 serve_command = with_setting_options(_serve, declared(), before="test_upstream")
 """The ``serve`` command: ``_serve`` with a flag per declared setting."""
+
+serve_app = typer.Typer(add_completion=False, rich_markup_mode=None)
+"""What ``summarizer`` loads for ``serve`` (``cli.lazy``): the command, its help laid out by
+heading, ending with ``EPILOG``."""
+serve_app.command("serve", cls=SettingsCommand, epilog=EPILOG)(serve_command)

@@ -2,17 +2,15 @@
 
 These are the operator's tools: they read the store directly, every tenant's sessions (each
 shown by a label made from its namespace hash, never a credential). The proxy's own endpoints
-(``/v1/summarizer/sessions/ID``, ``/ui``) show each credential only its own.
+(``/v1/summarizer/sessions/ID``, ``/ui``) show each credential only its own. Which store they
+read, when none is named: ``session_stores``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,62 +19,9 @@ import typer
 
 from ..core.activity import Recording, SessionRow, namespace_label, redact
 from ..core.session_view import SessionView, row_json, view_json
-from ..stores import ActivityLog, Store
 from ..stores.session_views import load_session_view
 from .printable import printable
-
-StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        "--db",
-        metavar="PATH|URL",
-        help="The proxy's store: a SQLite file, or a redis:// URL. "
-        "(default: $SUMMARIZER_STORE, else $SUMMARIZER_DB, else the proxy's default SQLite file)",
-    ),
-]
-
-
-def store_spec(given: str | None, environ: Any = None) -> str:
-    """The store to read: the option, else ``SUMMARIZER_STORE``/``SUMMARIZER_DB``, else the
-    proxy's default SQLite file."""
-    from ..proxy.settings import default_db_path
-
-    env = os.environ if environ is None else environ
-    spec = given or env.get("SUMMARIZER_STORE") or env.get("SUMMARIZER_DB")
-    return spec or str(default_db_path())
-
-
-@contextmanager
-def opened(given: str | None) -> Iterator[Any]:
-    """The store named by ``given`` (see ``store_spec``), which must exist and keep an activity
-    log; exits 1 saying why when it cannot be read."""
-    from ..core.errors import SummarizerError
-    from ..stores import open_store
-
-    spec = store_spec(given)
-    if "://" not in spec and spec != ":memory:" and not Path(spec).expanduser().exists():
-        typer.echo(
-            printable(
-                f"error: no store at {spec} (the proxy has not run with it yet; "
-                "pass --store PATH|URL)"
-            ),
-            err=True,
-        )
-        raise typer.Exit(1)
-    try:
-        store: Store = open_store(spec)
-    except (SummarizerError, OSError) as exc:
-        typer.echo(printable(f"error: cannot open the store {spec}: {exc}"), err=True)
-        raise typer.Exit(1) from exc
-    try:
-        if not isinstance(store, ActivityLog):
-            typer.echo(printable(f"error: the store {spec} keeps no activity log"), err=True)
-            raise typer.Exit(1)
-        yield store
-    finally:
-        store.close()
-
+from .session_stores import OpenStore, StoreOption, opened
 
 _AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -112,18 +57,37 @@ def sessions_command(
     since: Annotated[
         str | None, typer.Option(help="Only sessions seen since: 30m, 2h, 7d, or an ISO date.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per line (its store in 'store').")
+    ] = False,
 ) -> None:
     """List the sessions the proxy served, newest first: requests, compactions, tokens."""
     cutoff = parse_since(since) if since else None
-    with opened(store) as log:
-        rows = log.list_sessions(since=cutoff)
+    with opened(store) as stores:
+        listed = [(found, found.log.list_sessions(since=cutoff)) for found in stores]
     if as_json:
-        for row in rows:
-            typer.echo(json.dumps(row_json(row)))
+        for found, rows in listed:
+            for row in rows:
+                typer.echo(json.dumps({**row_json(row), "store": found.name}))
         return
+    for number, (found, rows) in enumerate(listed):
+        if number:
+            typer.echo("")
+        _print_sessions(found, rows, since)
+
+
+def _print_sessions(found: OpenStore, rows: list[SessionRow], since: str | None) -> None:
+    """One store's sessions as a table, under the store's name."""
+    typer.echo(f"store {printable(found.name)}")
+    if not rows and since:
+        typer.echo(f"no sessions since {printable(since)}")
+    elif not rows:
+        typer.echo(
+            "no sessions logged (the proxy logs every request it serves; wrap() and "
+            "ContextManager write checkpoints only: summarizer show SESSION --store PATH shows "
+            "one of theirs)"
+        )
     if not rows:
-        typer.echo("no sessions" + (f" since {printable(since)}" if since else ""))
         return
     header = (
         "session",
@@ -159,6 +123,8 @@ def _views(log: Any, session: str) -> list[SessionView]:
     namespaces |= {r.namespace for r in log.recordings(session=session)}
     if not namespaces:  # checkpoints without a logged request (a store from before the log)
         namespaces = {row.namespace for row in log.list_sessions() if row.session == session}
+    # Checkpoints alone: wrap()'s and ContextManager's (their namespace is "" unless given).
+    namespaces = namespaces or {""}
     views = (load_session_view(log, namespace, session) for namespace in sorted(namespaces))
     return [view for view in views if view is not None]
 
@@ -169,17 +135,20 @@ def show_command(
     as_json: Annotated[bool, typer.Option("--json", help="The whole view as JSON.")] = False,
 ) -> None:
     """Show one session: each compaction's summary, ledger, score, missed facts and tokens."""
-    with opened(store) as log:
-        views = _views(log, session)
-    if not views:
-        typer.echo(f"error: no session {printable(repr(session))} in this store", err=True)
+    with opened(store) as stores:
+        found = [(each, _views(each.log, session)) for each in stores]
+    shown = [(each, views) for each, views in found if views]
+    if not shown:
+        where = " or ".join(each.name for each, _ in found)
+        typer.echo(printable(f"error: no session {session!r} in {where}"), err=True)
         raise typer.Exit(1)
-    if as_json:
+    for each, views in shown:
         for view in views:
-            typer.echo(json.dumps(view_json(view)))
-        return
-    for view in views:
-        _print_view(view)
+            if as_json:
+                typer.echo(json.dumps(view_json(view)))
+            else:
+                typer.echo(f"store {printable(each.name)}")
+                _print_view(view)
 
 
 def _print_view(view: SessionView) -> None:
@@ -201,7 +170,7 @@ def _print_view(view: SessionView) -> None:
     if not view.compactions:
         typer.echo("  no compaction yet")
     for number, compaction in enumerate(view.compactions, start=1):
-        score = "n/a" if compaction.score is None else f"{compaction.score:.2f}"
+        named = "n/a" if compaction.score is None else f"{compaction.score:.0%}"
         latency = "" if compaction.latency_s is None else f", {compaction.latency_s:.1f} s"
         if compaction.ahead:
             latency += " waited: drafted ahead of time"
@@ -209,7 +178,7 @@ def _print_view(view: SessionView) -> None:
         typer.echo(
             f"compaction {number} at {_when(compaction.created_at)} UTC "
             f"({printable(compaction.trigger)}{latency}): {compaction.tokens_before:,} -> "
-            f"{compaction.tokens_after:,} tokens, score {score}, "
+            f"{compaction.tokens_after:,} tokens, summary names {named} of the ledger's facts, "
             f"summary by {printable(compaction.summary_model)}"
             + (f", FAILED: {printable(compaction.failure)}" if compaction.failure else "")
         )
@@ -244,9 +213,12 @@ def export_command(
     if (session is None) == (not export_all):
         typer.echo("error: name one SESSION or pass --all", err=True)
         raise typer.Exit(2)
-    with opened(store) as log:
-        recordings = log.recordings(session=session)
-        cases = [_case(log, recording) for recording in recordings]
+    with opened(store) as stores:
+        cases = [
+            _case(each.log, recording)
+            for each in stores
+            for recording in each.log.recordings(session=session)
+        ]
     if not cases:
         typer.echo(
             "error: no recorded conversation"

@@ -26,23 +26,21 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..core.errors import ConfigurationError
-from .compaction import Strategy
-from .dataset import Case
-from .evaluate import cases_without_rows, describe_missing
-from .inputs import Inputs, read_inputs
-from .records import DEFAULT_MAX_SUMMARY_TOKENS
-from .strategies import MODEL_STRATEGIES, OFFLINE_STRATEGIES, ON_REQUEST, STRATEGIES
+from .strategy_names import ALL, DEFAULT_MAX_SUMMARY_TOKENS, MODEL, OFFLINE, ON_REQUEST
 
 if TYPE_CHECKING:
+    from .compaction import Strategy
+    from .dataset import Case
+    from .inputs import Inputs
     from .runner import RunOutcome
 
 _STRATEGY_HELP = (
     "Strategy to run (repeatable, or comma-separated): "
-    + ", ".join(STRATEGIES)
+    + ", ".join(ALL)
     + ". Default: the offline ones ("
-    + ", ".join(OFFLINE_STRATEGIES)
+    + ", ".join(OFFLINE)
     + "). "
-    + ", ".join(MODEL_STRATEGIES)
+    + ", ".join(MODEL)
     + " need --upstream and --model; "
     + ", ".join(ON_REQUEST)
     + " (the published observation-masking baseline) runs only when named."
@@ -78,7 +76,7 @@ def split_strategies(values: list[str] | None) -> list[str]:
     """Strategy names from repeated and comma-separated ``--strategy`` values (default: the
     offline strategies)."""
     if not values:
-        return list(OFFLINE_STRATEGIES)
+        return list(OFFLINE)
     return [name.strip() for value in values for name in value.split(",") if name.strip()]
 
 
@@ -88,6 +86,8 @@ def _report_missing_inputs(
     """Say which cases a strategy makes no row for, and why; False when a strategy the user asked
     for (with ``--strategy``) can evaluate none of them."""
     usable = True
+    from .evaluate import cases_without_rows, describe_missing
+
     for name, missing in cases_without_rows(cases, strategies).items():
         strategy = next(s for s in strategies if s.name == name)
         message = describe_missing(strategy, missing, len(cases))
@@ -210,6 +210,8 @@ def eval_command(
     except ConfigurationError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    from .inputs import read_inputs
+
     inputs = read_inputs(datasets)
     report_inputs(inputs)
     cases = inputs.cases

@@ -110,7 +110,7 @@ def agents_line(settings: Settings, base: str) -> str:
     )
     if window is not None and window < CLAUDE_CODE_WINDOW:
         claude += f" (this {window:,} is too small for it)"
-    return f'{claude}; Codex: openai_base_url = "{base}/v1" (README: Coding agents)'
+    return f'{claude}; Codex: openai_base_url = "{base}/v1" (docs/agents.md)'
 
 
 def model_lines(settings: Settings) -> list[str]:

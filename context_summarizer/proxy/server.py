@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import json
 import logging
@@ -63,11 +64,12 @@ def tune_gc_for_serving() -> None:
 
 
 def serve(settings: Settings, *, upstream_note: str = "", ui_fragment: str = "") -> None:
-    """Serve the proxy on ``settings.host:settings.port`` until interrupted, after printing the
-    startup banner (``upstream_note`` follows the upstream there).
+    """Serve the proxy on ``settings.host:settings.port`` until interrupted; the startup banner
+    (``upstream_note`` follows the upstream there) is printed once the port is listening.
 
     Raises ``ConfigurationError`` before binding when the settings would expose the server-side
-    key (``access.check_exposure``) or when the upstream is this proxy's own address.
+    key (``access.check_exposure``) or when the upstream is this proxy's own address. Exits with
+    ``STARTUP_FAILURE`` after one error line, and no banner, when the port cannot be bound.
     """
     from .logs import configure_logging
 
@@ -75,16 +77,15 @@ def serve(settings: Settings, *, upstream_note: str = "", ui_fragment: str = "")
     check_exposure(settings)
     check_not_own_upstream(settings, settings.port)
     check_tokenizers()
-    app = create_app(settings)
+    sock = _listen(settings)
+    try:
+        app = create_app(settings)
+    except BaseException:
+        sock.close()
+        raise
     lines = banner_lines(settings, upstream_note=upstream_note, ui_fragment=ui_fragment)
     print_banner(settings, lines)
     tune_gc_for_serving()
-    try:
-        sock = listening_socket(settings.host, settings.port)
-    except OSError as exc:
-        reason = (exc.strerror or str(exc)).lower()
-        logger.error("cannot listen on %s:%d: %s", settings.host, settings.port, reason)
-        sys.exit(STARTUP_FAILURE)
     server = HttpServer(
         with_lane(app.state.proxy.lane, app),
         idle_timeout=settings.idle_connection_timeout,
@@ -109,6 +110,20 @@ def serve(settings: Settings, *, upstream_note: str = "", ui_fragment: str = "")
     finally:
         sock.close()
         loop.close()
+
+
+def _listen(settings: Settings) -> socket.socket:
+    """The listening socket of ``settings.host:settings.port``; when it cannot be bound, one
+    error line saying why and what to do, and exit ``STARTUP_FAILURE``."""
+    try:
+        return listening_socket(settings.host, settings.port)
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        hint = ""
+        if exc.errno == errno.EADDRINUSE:
+            hint = " (another process is listening there: stop it, or pick another --port)"
+        logger.error("cannot listen on %s:%d: %s%s", settings.host, settings.port, reason, hint)
+        sys.exit(STARTUP_FAILURE)
 
 
 def refusal(path: str, status: int, message: str) -> bytes:
