@@ -225,16 +225,22 @@ def test_with_no_store_the_error_says_where_it_looked_and_what_to_pass(home: Pat
     assert not default_db_path().exists()  # looking created nothing
 
 
-def test_a_store_written_by_wrap_is_read_by_show(home: Path, tmp_path: Path) -> None:
+def test_a_store_written_by_wrap_is_listed_by_sessions_and_read_by_show(
+    home: Path, tmp_path: Path
+) -> None:
     from context_summarizer.cli.demo import run_coding_session
 
     db = tmp_path / "library.db"
     stats = run_coding_session(turns=30, context_window=8_000, via="library", store=str(db))
     assert stats.compactions >= 1
     session = stats.events[0].session
-    listed = run("sessions", "--store", str(db))
+    listed = run("sessions", "--store", str(db), "--json")
     assert listed.exit_code == 0, listed.output
-    assert "no sessions logged" in listed.output and "summarizer show SESSION" in listed.output
+    [row] = [json.loads(line) for line in listed.output.splitlines() if line.strip()]
+    # wrap() logs each call it manages: its requests and compactions, as the proxy's are.
+    assert row["session"] == session
+    assert row["requests"] == stats.agent_requests
+    assert row["compactions"] == stats.compactions
     shown = run("show", session, "--store", str(db))
     assert shown.exit_code == 0, shown.output
     assert f"session {session}" in shown.output and "compaction 1 at" in shown.output

@@ -29,8 +29,9 @@ from ..core.located import Located
 from ..core.messages import Message
 from ..core.results import CompactionEvent, PrepareResult, Trigger
 from ..core.tokens import Calibration
-from ..stores import Store, open_store
+from ..stores import ActivityLog, Store, open_store
 from ..stores.effects import perform_store
+from .activity import call_record
 from .ahead import Drafts
 from .drive import drive_async, drive_sync
 from .effects import AsyncSummarizer, SyncSummarizer
@@ -241,32 +242,41 @@ class ContextManager:
 
     # -- feedback -----------------------------------------------------------------------------
 
-    def observe(self, result: PrepareResult, usage: Any, *, model: str) -> None:
+    def observe(self, result: PrepareResult, usage: Any, *, model: str, log: bool = True) -> None:
         """Feed back a response's ``usage`` (an SDK object or a dict) for calibration.
 
         A ``prompt_tokens`` that is not a positive ``int`` (a string, null, an object, a bool) is
         ignored. The observation is folded into the store's shared calibration too; a store
-        that cannot be reached loses it (logged), never the caller's answer.
+        that cannot be reached loses it (logged), never the caller's answer. ``log``: the call
+        is also noted in the store's activity log (``summarizer sessions`` lists it).
         """
-        self.observe_later(result, usage, model=model)()
+        self.observe_later(result, usage, model=model, log=log)()
 
-    async def aobserve(self, result: PrepareResult, usage: Any, *, model: str) -> None:
+    async def aobserve(
+        self, result: PrepareResult, usage: Any, *, model: str, log: bool = True
+    ) -> None:
         """``observe`` for async callers: the store writes run in a worker thread."""
-        await asyncio.to_thread(self.observe_later(result, usage, model=model))
+        await asyncio.to_thread(self.observe_later(result, usage, model=model, log=log))
 
-    def observe_later(self, result: PrepareResult, usage: Any, *, model: str) -> Callable[[], None]:
+    def observe_later(
+        self, result: PrepareResult, usage: Any, *, model: str, log: bool = False
+    ) -> Callable[[], None]:
         """``observe`` in two halves: this session's calibration now, and the returned call,
         which writes the observation to the store (for a caller that runs it off its critical
-        path; a store that cannot be reached loses it, logged)."""
+        path; a store that cannot be reached loses it, logged). ``log``: as ``observe``'s (the
+        proxy logs its own, fuller records)."""
         prompt_tokens = _prompt_tokens(usage)
         record = self.engine.observe(result, model=model, prompt_tokens=prompt_tokens)
         self.shared_calibration.expect(result.namespace, model)
+        activity = self.store if log and isinstance(self.store, ActivityLog) else None
 
         def write() -> None:
             try:
                 self.shared_calibration.share(result, model, prompt_tokens)
                 if record is not None:
                     perform_store(self.store, record)
+                if activity is not None:
+                    activity.log_request(call_record(result, usage, model=model))
             except StoreUnavailable as exc:
                 logger.warning("usage not recorded in the store: %s", exc)
 

@@ -374,7 +374,7 @@ class ChatContext:
         once, the store's shared one by the activity writer, off the answer's path."""
         if not self.observe_queued(usage):
             assert self.result is not None
-            await self.route.context.aobserve(self.result, usage, model=self.chat.model)
+            await self.route.context.aobserve(self.result, usage, model=self.chat.model, log=False)
 
     @property
     def observing_waits(self) -> bool:

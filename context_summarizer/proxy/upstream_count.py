@@ -78,5 +78,5 @@ async def calibrate_by_count(
     if response.status_code != 200 or type(counted) is not int or counted <= 0:
         return False
     upstream.counted()
-    await context.aobserve(sent_as, {"prompt_tokens": counted}, model=chat.model)
+    await context.aobserve(sent_as, {"prompt_tokens": counted}, model=chat.model, log=False)
     return True
