@@ -111,6 +111,23 @@ def test_compact_now_compacts_a_request_far_below_the_trigger_with_its_instructi
     assert not any(h.startswith("x-summarizer") for r in upstream.requests for h in r.headers)
 
 
+def test_compact_now_with_nothing_to_compact_sends_the_request_and_says_so(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy()
+    messages = [{"role": "user", "content": "hi"}]
+    raw = chat_client(proxy).chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=messages,  # type: ignore[arg-type]
+        extra_headers=NOW,
+    )
+    assert raw.headers["x-summarizer-compacted"] == "false"
+    assert raw.headers["x-summarizer-not-compacted"].startswith(
+        "asked to compact now (header), but nothing could be compacted"
+    )
+    assert agent_requests(upstream)[-1].body["messages"] == messages
+
+
 def test_without_the_header_the_same_request_is_not_compacted_and_says_why(
     upstream: TestUpstream, start_proxy: ProxyFactory
 ) -> None:

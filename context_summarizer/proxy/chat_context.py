@@ -361,7 +361,7 @@ class ChatContext:
         out = summarizer_headers(self.result)
         if self.warning:
             out["x-summarizer-warning"] = self.warning
-        reason = self.not_compacted or not_compacted_reason(self.result, self.located)
+        reason = self.not_compacted or not_compacted_reason(self.result, self.located, self.control)
         if reason is None and self.result is None and self.warning:
             reason = "not managed: see x-summarizer-warning"
         if reason is not None:

@@ -83,7 +83,9 @@ def checked_instructions(text: Any, where: str) -> str | None:
     return text or None
 
 
-def not_compacted_reason(result: PrepareResult | None, located: Located | None) -> str | None:
+def not_compacted_reason(
+    result: PrepareResult | None, located: Located | None, control: Control = AUTO
+) -> str | None:
     """Why the answered request was not compacted now (None: it was). Said in plain ASCII; it
     never quotes the request."""
     if result is None:
@@ -92,6 +94,11 @@ def not_compacted_reason(result: PrepareResult | None, located: Located | None) 
         return None
     if located is None:
         return "not located"
+    if control.mode == "now":
+        return (
+            f"asked to compact now ({control.via}), but nothing could be compacted: all of it "
+            "stays verbatim (the system prompt, the task, the latest turn)"
+        )
     tokens, budget = located.calibrated_tokens, located.budget
     if tokens <= budget.trigger_tokens:
         standing = " (it stands on an earlier compaction)" if result.rewritten else ""
