@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -45,7 +44,7 @@ from .exchange_services import ExchangeServices
 from .fast_path import settle
 from .headers import credential
 from .managed_request import ManagedRequest, summarizer_headers
-from .metrics import ProxyMetrics
+from .overhead import Overhead
 from .upstream import Upstream
 from .upstream_count import calibrate_by_count
 from .window_advice import budget_advice, reserve_advice
@@ -75,30 +74,6 @@ def unknown_window(model: str, window_configured: bool) -> str:
 def _store_down(exc: StoreUnavailable) -> ProxyError:
     logger.warning("answering 503: %s", exc)
     return store_unavailable()
-
-
-class Overhead:
-    """Time spent in the proxy for one request, outside upstream calls and compactions."""
-
-    def __init__(self, metrics: ProxyMetrics, stream: bool) -> None:
-        self.metrics = metrics
-        self.stream = stream
-        self.seconds = 0.0
-        self._mark = time.perf_counter()
-
-    def pause(self) -> None:
-        """Stop counting (an upstream call or a compaction begins)."""
-        self.seconds += time.perf_counter() - self._mark
-
-    def resume(self) -> None:
-        """Count again."""
-        self._mark = time.perf_counter()
-
-    def finish(self) -> None:
-        """Stop, and record the total in ``summarizer_proxy_overhead_seconds``."""
-        self.pause()
-        label = "true" if self.stream else "false"
-        self.metrics.overhead.labels(label).observe(self.seconds)
 
 
 @dataclass(frozen=True, slots=True)

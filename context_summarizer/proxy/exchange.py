@@ -34,11 +34,12 @@ from .answers import (
     upstream_error_payload,
 )
 from .body import json_object
-from .chat_context import ChatContext, Overhead
+from .chat_context import ChatContext
 from .errors import ProxyError, error_event, error_payload
 from .exchange_services import ExchangeServices
 from .headers import decoded_response_headers
 from .managed_request import ManagedRequest, truth_comment
+from .overhead import Overhead
 from .recall_exchange import offered_body, recall_loop
 
 logger = logging.getLogger("context_summarizer.proxy")

@@ -23,10 +23,11 @@ import httpx2
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .chat_context import ChatContext, Overhead
+from .chat_context import ChatContext
 from .exchange_services import ExchangeServices
 from .headers import decoded_response_headers
 from .intake import whole_body
+from .overhead import Overhead
 from .responses_request import CODEC, ResponsesRequest, parse_responses_request
 from .settings import Settings
 from .upstream import Upstream
