@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from context_summarizer.core.config import Budget, CompactionConfig, resolve_budget
+from context_summarizer.core.budgets import Budget, resolve_budget
+from context_summarizer.core.config import CompactionConfig
 from context_summarizer.core.messages import Message
 from context_summarizer.core.tokens import TOKENS_PER_MESSAGE, TokenCounter
 from context_summarizer.evaluation.dataset import load_dataset

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from context_summarizer.core.bounded_json import NestingTooDeep, loads_bounded
+from context_summarizer.core.budgets import Budget, resolve_budget
 from context_summarizer.core.codecs.responses_compaction import (
     PREFIX,
     BadCompactionItem,
@@ -15,7 +16,7 @@ from context_summarizer.core.codecs.responses_compaction import (
     expand,
     is_ours,
 )
-from context_summarizer.core.config import Budget, CompactionConfig, resolve_budget
+from context_summarizer.core.config import CompactionConfig
 from context_summarizer.core.facts import extract_facts
 
 SECRET = b"k" * 32

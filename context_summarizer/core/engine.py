@@ -34,9 +34,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 
+from .budgets import turn_budget
 from .caches import ChainCache
 from .compaction import commit_draft, draft_compaction
-from .config import CompactionConfig, turn_budget
+from .config import CompactionConfig
 from .effects import Effects, FindCheckpoint, Found, RecordUsage, Turn
 from .located import Draft, Located, SeenView, SessionMemo, extends, view_of
 from .messages import Message, validate_messages

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .budgets import Budget
 from .checkpoints import Checkpoint, Slot
-from .config import Budget
 from .messages import Message, message_digest
 from .planner import MaskPlan, Plan, ViewItem
 from .results import TokenReport

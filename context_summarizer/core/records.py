@@ -8,8 +8,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .budgets import Budget
 from .checkpoints import Checkpoint
-from .config import Budget
 from .errors import BudgetExceeded
 from .located import Located
 from .messages import Message

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from .config import CompactionConfig, summary_cap_key
+from .budgets import summary_cap_key
+from .config import CompactionConfig
 from .facts import Fact, is_summary_message, parse_ledger
 from .located import Located
 from .messages import content_text, first_index

@@ -22,7 +22,8 @@ from .prompt_set import PromptSet
 from .recall_tool import RecallTool, index_text
 from .results import SummarizeCall, SummaryOutcome
 from .spans import spans_of
-from .summary_checks import PROBLEM_TEXT, Problem, SummarySource, summary_problem
+from .summary_answers import facts_within, judge, warn_if_cap_ignored
+from .summary_checks import PROBLEM_TEXT, Problem, SummarySource
 from .summary_request import build_summary_request, strict_instruction, summary_message
 from .tokens import TokenCounter
 
@@ -254,28 +255,6 @@ def _slot(
 
 
 @dataclass(frozen=True)
-class _Answer:
-    """One attempt's answer, judged."""
-
-    text: str | None
-    problem: Problem | None
-    score: float | None
-    outcome: SummaryOutcome
-    tokens: int = 0
-
-    def words_allowed(self, cap: int) -> int:
-        """How many words fit in ``cap`` tokens, at this answer's tokens per word (1.5 when it
-        has no words), with two fifths spare: a retry full of paths and identifiers needs more
-        tokens per word than the answer before it."""
-        words = len((self.text or "").split())
-        per_word = max(1.0, self.tokens / words) if words and self.tokens else 1.5
-        return max(1, int(0.6 * cap / per_word))
-
-    def good(self, min_score: float) -> bool:
-        return self.problem is None and self.score is not None and self.score >= min_score
-
-
-@dataclass(frozen=True)
 class _Asked:
     """What asking for a run's summary came to."""
 
@@ -314,15 +293,15 @@ def _ask(
         task=next((message_text(m) for m in prefix if m.get("role") == "user"), None),
     )
     offered = request.recall_offered
-    first = _judge((yield SummarizeCall(body=body, recall=offered)), facts, counter, cap, source)
-    _warn_if_cap_ignored(first.outcome, cap, request.cap_key)
+    first = judge((yield SummarizeCall(body=body, recall=offered)), facts, counter, cap, source)
+    warn_if_cap_ignored(first.outcome, cap, request.cap_key)
     minimum = config.min_summary_score
     if first.good(minimum):
         return _Asked(first.text, first.score, None, first.outcome, "accepted", ())
     problems: tuple[Problem, ...] = (first.problem,) if first.problem else ()
     answers = [first]
     if first.outcome.error is None:
-        missed = _within(
+        missed = facts_within(
             [f.text for f in score_summary(first.text or "", facts).missed],
             cap // 2,
             counter,
@@ -348,7 +327,7 @@ def _ask(
         retry_body["messages"] = [*prefix, {"role": "user", "content": strict}]
         # An echo of either instruction is an echo.
         strict_source = replace(source, instruction=f"{instruction}\n{strict}")
-        second = _judge(
+        second = judge(
             (yield SummarizeCall(body=retry_body, attempt="strict", recall=offered)),
             facts,
             counter,
@@ -368,51 +347,3 @@ def _ask(
     last = answers[-1]
     failure = last.outcome.error or (PROBLEM_TEXT[last.problem] if last.problem else "unusable")
     return _Asked(None, None, failure, last.outcome, "replaced", problems)
-
-
-def _within(texts: Sequence[str], budget: int, counter: TokenCounter) -> list[str]:
-    """The first of ``texts`` (the ledger's order: the most important first) whose tokens add up
-    to at most ``budget``: a retry is never asked to name more than its cap can hold."""
-    kept: list[str] = []
-    for text in texts:
-        budget -= counter.count_text(text) + 1
-        if budget < 0:
-            break
-        kept.append(text)
-    return kept
-
-
-def _warn_if_cap_ignored(outcome: SummaryOutcome, cap: int, cap_key: str) -> None:
-    """Log a server that wrote past the summary's cap: it does not read the cap's field."""
-    written = outcome.completion_tokens
-    if written is not None and written > cap:
-        logger.warning(
-            "the upstream wrote a %d-token summary under a cap of %d in %r: it ignores that "
-            "field; set summary_cap_field (SUMMARIZER_SUMMARY_CAP_FIELD) to the one it reads",
-            written,
-            cap,
-            cap_key,
-        )
-
-
-def _judge(
-    outcome: SummaryOutcome,
-    facts: Sequence[Fact],
-    counter: TokenCounter,
-    cap: int,
-    source: SummarySource,
-) -> _Answer:
-    if outcome.error is not None:
-        return _Answer(None, "error", None, outcome)
-    text = (outcome.text or "").strip()
-    tokens = counter.count_text(text) if text else 0
-    problem = summary_problem(
-        text,
-        outcome.finish_reason,
-        max_tokens=cap,
-        tokens=tokens,
-        tool_called=outcome.tool_called,
-        source=source,
-    )
-    score = score_summary(text, facts).recall if text else None
-    return _Answer(text or None, problem, score, outcome, tokens)

@@ -31,7 +31,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.config import CompactionConfig, summary_cap_key
+from ..core.budgets import summary_cap_key
+from ..core.config import CompactionConfig
 from ..core.effects import Turn
 from ..core.errors import BudgetExceeded
 from ..core.messages import message_text

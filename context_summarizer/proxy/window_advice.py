@@ -8,7 +8,7 @@ nothing, or too little, is left for the prompt. The messages name both ways out.
 
 from __future__ import annotations
 
-from ..core.config import Budget
+from ..core.budgets import Budget
 from ..core.errors import BudgetExceeded, ReplyReserveTooLarge
 
 FIXES = (
