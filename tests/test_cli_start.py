@@ -131,7 +131,7 @@ def test_the_strategy_names_eval_lists_are_the_strategies() -> None:
     from context_summarizer.evaluation import strategies, strategy_names
     from context_summarizer.evaluation.records import DEFAULT_MAX_SUMMARY_TOKENS
 
-    assert strategy_names.ALL == tuple(strategies.STRATEGIES)
+    assert tuple(strategies.STRATEGIES) == strategy_names.ALL
     assert strategy_names.MODEL == strategies.MODEL_STRATEGIES
     assert strategy_names.OFFLINE == strategies.OFFLINE_STRATEGIES
     assert strategy_names.ON_REQUEST == strategies.ON_REQUEST
