@@ -181,6 +181,17 @@ def test_recall_beside_the_agents_calls_waits_for_the_next_request(
     other = agent_requests(upstream)[-1].body["messages"]
     assert all(m.get("tool_call_id") != "call_recall_1" for m in other)
 
+    # A request sent with compaction off goes as the client wrote it, nothing put back (and,
+    # over the window uncompacted, the upstream's refusal comes back as it said it).
+    with pytest.raises(openai.BadRequestError, match="maximum context length"):
+        client(proxy).chat.completions.create(
+            model=MODEL,
+            messages=follow,
+            tools=[BASH],
+            extra_headers={"x-summarizer-compact": "off"},
+        )
+    assert upstream.requests[-1].body["messages"] == follow
+
 
 def test_rounds_are_bounded(
     start_proxy: ProxyFactory, upstream: TestUpstream, agent: ScriptedToolAgent

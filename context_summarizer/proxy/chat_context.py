@@ -36,6 +36,7 @@ from .controls import (
     NOT_COMPACTED_HEADER,
     Control,
     ascii_reason,
+    is_off,
     not_compacted_reason,
     request_control,
 )
@@ -159,7 +160,10 @@ class ChatContext:
     def splice_held(self) -> None:
         """Put back into the request the recall exchanges held for its conversation (the
         model called recall beside the agent's tools in an earlier answer), before the engine
-        reads it: ``recall_held``."""
+        reads it: ``recall_held``. Not into one forwarded as sent (compaction off for it, or
+        for its model): the client's own conversation, which never showed those calls, goes."""
+        if not self.route.context.config.compact or is_off(self.chat.headers):
+            return
         codec = self.chat.recall
         find = self.services.held.finder(self.chat.namespace) if codec is not None else None
         if codec is None or find is None:

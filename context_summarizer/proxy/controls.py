@@ -65,6 +65,12 @@ def request_control(headers: Any) -> Control:
     return Control(mode, checked_instructions(instructions, INSTRUCTIONS_HEADER))  # type: ignore[arg-type]
 
 
+def is_off(headers: Any) -> bool:
+    """Whether a request's headers turn compaction off for it (an invalid value is not: it is
+    refused when the request is located)."""
+    return str(headers.get(COMPACT_HEADER) or "").strip().lower() == "off"
+
+
 def checked_instructions(text: Any, where: str) -> str | None:
     """``text`` as summary instructions (None: none given); ``ProxyError`` (a 400) when it is
     not text or is longer than ``MAX_INSTRUCTIONS``."""
