@@ -16,7 +16,7 @@ A session's ``POST /v1/summarizer/sessions/{id}/compact`` asks the same of its n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ..core.located import Located
 from ..core.results import PrepareResult
@@ -62,7 +62,7 @@ def request_control(headers: Any) -> Control:
             param=COMPACT_HEADER,
             code="invalid_header",
         )
-    return Control(mode, checked_instructions(instructions, INSTRUCTIONS_HEADER))  # type: ignore[arg-type]
+    return Control(cast(Mode, mode), checked_instructions(instructions, INSTRUCTIONS_HEADER))
 
 
 def is_off(headers: Any) -> bool:
