@@ -158,6 +158,28 @@ def test_off_for_one_request_forwards_it_byte_for_byte(
     assert sent.body["messages"] == messages
 
 
+def test_instructions_in_utf8_reach_the_summary_request_as_written(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy()
+    body = {"model": MODEL, "messages": history(6)}
+    answer = httpx2.post(
+        f"{proxy.base_url}/chat/completions",
+        headers=[
+            (b"authorization", f"Bearer {KEY}".encode()),
+            (b"content-type", b"application/json"),
+            (b"x-summarizer-compact", b"now"),
+            (b"x-summarizer-instructions", "Garde les numéros de ticket: TKT-ü".encode()),
+        ],
+        content=json.dumps(body).encode(),
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    assert "Garde les numéros de ticket: TKT-ü" in last_user_text(
+        summary_requests(upstream)[0].body
+    )
+
+
 def test_a_bad_control_value_is_a_400_in_the_apis_shape(start_proxy: ProxyFactory) -> None:
     proxy = start_proxy()
     with pytest.raises(openai.BadRequestError) as info:

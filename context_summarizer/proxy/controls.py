@@ -62,7 +62,18 @@ def request_control(headers: Any) -> Control:
             param=COMPACT_HEADER,
             code="invalid_header",
         )
+    if instructions is not None:
+        instructions = _utf8(instructions)
     return Control(cast(Mode, mode), checked_instructions(instructions, INSTRUCTIONS_HEADER))
+
+
+def _utf8(value: str) -> str:
+    """A header value as the UTF-8 text its bytes spell, where they do (ASGI servers give
+    header bytes as latin-1 characters); else as given."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
 
 
 def is_off(headers: Any) -> bool:
