@@ -170,6 +170,7 @@ def test_the_dashboard_is_a_well_formed_grafana_dashboard() -> None:
 
 def test_monitoring_is_an_optional_compose_profile_of_official_images() -> None:
     import yaml  # the dev extra's: never skipped
+
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     services = compose["services"]
     monitoring = {name for name, s in services.items() if "monitoring" in s.get("profiles", [])}
