@@ -394,6 +394,10 @@ def test_an_ask_is_the_askers_own_and_bad_asks_are_refused(
     assert ask(proxy, "task-7", {"instructions": "x" * 4001}).status_code == 400
     assert ask(proxy, "task-7", {"instruction": "typo"}).status_code == 400
     assert ask(proxy, "task-7", [1, 2]).status_code == 400
+    for bad in ("", "x" * 129, "t%20ask"):  # empty, too long, a character names never hold
+        refused_name = ask(proxy, bad)
+        assert refused_name.status_code == 400, bad
+        assert refused_name.json()["error"]["message"].startswith("The session in the path")
     refused = httpx2.post(f"{proxy.base_url}/summarizer/sessions/task-7/compact", timeout=10)
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "invalid_api_key"

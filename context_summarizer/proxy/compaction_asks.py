@@ -21,7 +21,7 @@ from ..stores.compaction_asks import CompactionAsks
 from .access import reader_namespace
 from .controls import checked_instructions
 from .errors import ProxyError
-from .headers import SESSION_HEADER, check_session_header
+from .headers import check_session_name
 from .intake import whole_body
 from .managed_request import json_object_body
 from .settings import Settings
@@ -34,7 +34,7 @@ async def ask_compaction(request: Request, *, store: Store, settings: Settings) 
     keeps no asks (501), the caller's credential as for reading sessions (401, 404)."""
     namespace = reader_namespace(request, settings)
     session = request.path_params["session"]
-    check_session_header({SESSION_HEADER: session})
+    check_session_name(session, "The session in the path", param="session")
     raw = await whole_body(request, _MAX_ASK_BODY, settings.body_read_timeout)
     instructions = None
     if raw.strip():

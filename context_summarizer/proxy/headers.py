@@ -162,21 +162,25 @@ def credential_namespace(secret: str | None) -> str:
 
 
 def check_session_header(headers: Mapping[str, str]) -> None:
-    """``ProxyError`` (a 400) for an ``X-Summarizer-Session`` that is not a valid session name.
-
-    A name is 1 to ``SESSION_NAME_MAX`` characters of ``A-Z a-z 0-9 . _ : @ / -``; an empty
-    header counts as none. The value is never quoted back (it may be long, or hold anything).
-    """
+    """``ProxyError`` (a 400) for an ``X-Summarizer-Session`` that is not a valid session name
+    (``check_session_name``); an empty header counts as none."""
     value = headers.get(SESSION_HEADER)
-    if not value or _SESSION_NAME.fullmatch(value):
+    if value:
+        check_session_name(value, "The X-Summarizer-Session header", param=SESSION_HEADER)
+
+
+def check_session_name(value: str, where: str, *, param: str) -> None:
+    """``ProxyError`` (a 400) unless ``value`` is a session name: 1 to ``SESSION_NAME_MAX``
+    characters of ``A-Z a-z 0-9 . _ : @ / -``. ``where`` names it in the message; the value
+    is never quoted back (it may be long, or hold anything)."""
+    if _SESSION_NAME.fullmatch(value):
         return
+    bad_length = not value or len(value) > SESSION_NAME_MAX
     raise ProxyError(
         400,
-        f"The X-Summarizer-Session header must be 1 to {SESSION_NAME_MAX} characters of "
+        f"{where} must be 1 to {SESSION_NAME_MAX} characters of "
         "letters, digits and . _ : @ / - (got "
-        + (
-            f"{len(value)} characters)." if len(value) > SESSION_NAME_MAX else "another character)."
-        ),
-        param=SESSION_HEADER,
+        + (f"{len(value)} characters)." if bad_length else "another character)."),
+        param=param,
         code="invalid_value",
     )
