@@ -83,9 +83,9 @@ def _print_sessions(found: OpenStore, rows: list[SessionRow], since: str | None)
         typer.echo(f"no sessions since {printable(since)}")
     elif not rows:
         typer.echo(
-            "no sessions logged (the proxy logs every request it serves; wrap() and "
-            "ContextManager write checkpoints only: summarizer show SESSION --store PATH shows "
-            "one of theirs)"
+            "no sessions logged (the proxy logs every request it serves, wrap() every call it "
+            "manages, ContextManager each call it observes; summarizer show SESSION --store "
+            "PATH shows a session's checkpoints all the same)"
         )
     if not rows:
         return

@@ -20,9 +20,12 @@ def _count(value: Any) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
-def call_record(result: PrepareResult, usage: Any, *, model: str) -> RequestRecord:
+def call_record(
+    result: PrepareResult, usage: Any, *, model: str, prompt_tokens: int | None
+) -> RequestRecord:
     """The record of one call sent for ``result``, answered with ``usage`` (an SDK object or a
-    dict; its ``prompt_tokens`` and cached tokens as reported, when they are counts)."""
+    dict), whose ``prompt_tokens`` the caller has read already; its cached tokens as reported,
+    when they are a count."""
     report, event = result.report, result.event
     before = report.estimated_tokens
     if result.compacted and event is not None:
@@ -35,7 +38,7 @@ def call_record(result: PrepareResult, usage: Any, *, model: str) -> RequestReco
         tokens_before=before,
         tokens_sent=report.estimated_tokens,
         window=report.context_window,
-        reported_tokens=_count(_field(usage, "prompt_tokens")),
+        reported_tokens=prompt_tokens,
         cached_tokens=_count(_field(_field(usage, "prompt_tokens_details"), "cached_tokens")),
         compacted=result.compacted,
         checkpoint_id=result.checkpoint_id,

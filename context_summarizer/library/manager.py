@@ -276,7 +276,8 @@ class ContextManager:
                 if record is not None:
                     perform_store(self.store, record)
                 if activity is not None:
-                    activity.log_request(call_record(result, usage, model=model))
+                    called = call_record(result, usage, model=model, prompt_tokens=prompt_tokens)
+                    activity.log_request(called)
             except StoreUnavailable as exc:
                 logger.warning("usage not recorded in the store: %s", exc)
 

@@ -157,12 +157,18 @@ class ChatContext:
         tool = recall_tool(self.route.context.engine.prompts, declared_tool_names(turn.tools))
         return tool.name if tool is not None else None
 
+    @property
+    def as_sent(self) -> bool:
+        """Whether the request is forwarded exactly as sent: its header turns compaction off
+        for it, or its model's configuration does."""
+        return is_off(self.chat.headers) or not self.route.context.config.compact
+
     def splice_held(self) -> None:
         """Put back into the request the recall exchanges held for its conversation (the
         model called recall beside the agent's tools in an earlier answer), before the engine
         reads it: ``recall_held``. Not into one forwarded as sent (compaction off for it, or
         for its model): the client's own conversation, which never showed those calls, goes."""
-        if not self.route.context.config.compact or is_off(self.chat.headers):
+        if self.as_sent:
             return
         codec = self.chat.recall
         find = self.services.held.finder(self.chat.namespace) if codec is not None else None
@@ -218,7 +224,7 @@ class ChatContext:
         context = self.route.context
         if begun is None:
             self.control = request_control(self.chat.headers)
-        if self.control.mode == "off" or not context.config.compact:
+        if self.as_sent:
             self._off()
             return
         # Read before the store is.
@@ -290,8 +296,8 @@ class ChatContext:
         """Forward exactly as sent: the client, or the model's configuration, turned
         compaction off."""
         self.services.metrics.unmanaged.labels("compaction_off").inc()
-        if self.control.mode == "off":
-            self.not_compacted = f"off for this request ({self.control.via})"
+        if is_off(self.chat.headers):
+            self.not_compacted = "off for this request (header)"
         else:
             self.not_compacted = ascii_reason(f"compaction is off for model {self.chat.model}")
 
