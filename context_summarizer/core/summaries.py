@@ -131,9 +131,7 @@ def summarize_run(
     instruction = (
         prompts.self_summary if anchor is None else prompts.self_summary_since.format(anchor=anchor)
     )
-    if request.instructions:
-        extra = prompts.summary_instructions.format(instructions=request.instructions)
-        instruction = f"{instruction}\n\n{extra}"
+    instruction = _with_instructions(instruction, request)
     # Room for the summary request's messages, in counted tokens, with a 2% margin.
     room = 0
     if request.window_tokens is not None:
@@ -184,6 +182,14 @@ def summarize_run(
     else:
         slot = _slot(request, text, facts, prompts.summary_frame, score, None)
     return RunSummary(slot=slot, outcome=outcome, facts=facts, verdict=verdict, problems=problems)
+
+
+def _with_instructions(instruction: str, request: RunRequest) -> str:
+    """``instruction`` followed by the user's own instructions for this summary, if any."""
+    if not request.instructions:
+        return instruction
+    extra = request.prompts.summary_instructions.format(instructions=request.instructions)
+    return f"{instruction}\n\n{extra}"
 
 
 def ledger_run(request: RunRequest, *, counter: TokenCounter) -> RunSummary:
@@ -320,9 +326,7 @@ def _ask(
             problem=reason,
             **anchored,
         )
-        if request.instructions:
-            extra = prompts.summary_instructions.format(instructions=request.instructions)
-            strict = f"{strict}\n\n{extra}"
+        strict = _with_instructions(strict, request)
         retry_body = dict(body)
         retry_body["messages"] = [*prefix, {"role": "user", "content": strict}]
         # An echo of either instruction is an echo.
