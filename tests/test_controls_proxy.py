@@ -458,3 +458,33 @@ def test_a_summary_model_writes_the_summaries_and_pays_its_prompt_uncached(
         assert cached >= 0.8 * (summaries[0].prompt_tokens or 0)
     else:  # the provider's cache is per model: none of the agent's warm prefix serves it
         assert cached == 0
+
+
+def test_compact_now_on_forked_and_interleaved_branches_keeps_each_conversation_whole(
+    upstream: TestUpstream, start_proxy: ProxyFactory
+) -> None:
+    from .invariants import check_request, check_summaries_exclude
+
+    proxy = start_proxy()
+    client = chat_client(proxy)
+    session = {"x-summarizer-session": "forked"}
+    trunk = history(6)
+    left = [*trunk[:-1], {"role": "user", "content": "Left branch: fix module_1 first."}]
+    right = [*trunk[:-1], {"role": "user", "content": "Right branch: fix module_4 first."}]
+    for raw in (left, right, left):  # interleaved, one retried
+        client.chat.completions.create(model=MODEL, messages=raw, extra_headers=session)
+    assert ask(proxy, "forked").status_code == 202
+    compacted = []
+    for raw, headers in ((right, session), (left, {**session, **NOW}), (right, session)):
+        answer = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=raw, extra_headers=headers
+        )
+        sent = agent_requests(upstream)[-1].body["messages"]
+        check_request(raw, sent)  # raw order, instructions, latest user, tool pairs
+        other = left if raw is right else right
+        check_summaries_exclude(sent, [other[-1]["content"]])  # never the other branch's ask
+        assert answer.headers["x-summarizer-session"] == "forked"
+        compacted.append(answer.headers["x-summarizer-compacted"])
+    # The ask is taken once, by the right branch's next request; the header compacts the left
+    # one; the right branch's next request stands on its compaction and is not compacted again.
+    assert compacted == ["true", "true", "false"]
