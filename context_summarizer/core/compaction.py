@@ -27,6 +27,7 @@ from .records import (
     compaction_event,
     cut_final_turn,
     log_compaction,
+    summary_records,
 )
 from .redaction import redact_checkpoint
 from .results import MASKING_POLICIES, MODEL_FREE_POLICIES, CompactionEvent, PrepareResult, Trigger
@@ -137,7 +138,10 @@ def draft_compaction(
                     )
                 )
             return engine.unchanged(located).model_copy(
-                update={"held_back": f"its summary failed ({failures[0]})"}
+                update={
+                    "held_back": f"its summary failed ({failures[0]})",
+                    "summary_records": summary_records(located, "", summaries),
+                }
             )
     checkpoint = build_checkpoint(
         planned,
@@ -221,6 +225,7 @@ def commit_draft(
         report=located.report(draft.raw_tokens, checkpoint.tokens_after),
         event=event,
         replaced=checkpoint.replaced(),
+        summary_records=summary_records(located, checkpoint.id, draft.summaries),
     )
 
 

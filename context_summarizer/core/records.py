@@ -16,6 +16,7 @@ from .messages import Message
 from .planner import MaskPlan, Plan, ViewItem, cut_outputs
 from .results import CompactionEvent, Policy, Trigger
 from .summaries import RunSummary
+from .summary_records import SummaryRecord
 
 logger = logging.getLogger("summarizer")
 
@@ -224,3 +225,26 @@ def calibrated_refusal(
         else "",
         parts=parts,
     )
+
+
+def summary_records(
+    located: Located, checkpoint_id: str, summaries: Sequence[RunSummary]
+) -> list[SummaryRecord]:
+    """One training record per run a model was asked to summarize (``checkpoint_id``: the
+    checkpoint the summaries went into, ``""`` when every one failed and none was written)."""
+    return [
+        SummaryRecord(
+            namespace=located.namespace,
+            session=located.session,
+            checkpoint_id=checkpoint_id,
+            model=located.model,
+            start=summary.slot.start,
+            end=summary.slot.end,
+            verdict=summary.verdict,
+            cap=summary.cap,
+            facts=list(summary.slot.ledger),
+            attempts=list(summary.attempts),
+        )
+        for summary in summaries
+        if summary.attempts and summary.verdict is not None and summary.cap > 0
+    ]

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from .messages import Message
+from .summary_records import SummaryRecord
 
 Trigger = Literal["threshold", "context_length_exceeded", "manual"]
 Policy = Literal["self-summary", "hybrid", "masking", "ledger-only"]
@@ -142,3 +143,6 @@ class PrepareResult(BaseModel):
     replaced: list[tuple[int, int]] = Field(default_factory=list)
     """The raw ranges ``[start, end)`` the messages do not carry as they are (the applied
     checkpoint's ``replaced``): what recall may read back (``core.spans``)."""
+    summary_records: SkipValidation[list[SummaryRecord]] = Field(default_factory=list)
+    """For a compaction a model wrote summaries for: each run's summary requests as sent and
+    the answers, judged (what ``serve --record`` keeps for ``summarizer export``)."""

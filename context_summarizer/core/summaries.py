@@ -22,8 +22,9 @@ from .prompt_set import PromptSet
 from .recall_tool import RecallTool, index_text
 from .results import SummarizeCall, SummaryOutcome
 from .spans import spans_of
-from .summary_answers import facts_within, judge, warn_if_cap_ignored
+from .summary_answers import Answer, facts_within, judge, warn_if_cap_ignored
 from .summary_checks import PROBLEM_TEXT, Problem, SummarySource
+from .summary_records import SummaryAttempt
 from .summary_request import build_summary_request, strict_instruction, summary_message
 from .tokens import TokenCounter
 
@@ -98,6 +99,10 @@ class RunSummary:
     """None when no model was asked (a ``ledger_run``)."""
     problems: tuple[Problem, ...] = ()
     """What was wrong with each rejected answer, in order."""
+    attempts: tuple[SummaryAttempt, ...] = ()
+    """Each summary request as sent and its answer, judged, in order (none: no model asked)."""
+    cap: int = 0
+    """The summary's completion cap."""
 
 
 def anchor_of(view: Sequence[ViewItem], run: range, first_user: int | None) -> str | None:
@@ -152,6 +157,7 @@ def summarize_run(
     outcome: SummaryOutcome | None = None
     verdict: Verdict = "replaced"
     problems: tuple[Problem, ...] = ()
+    attempts: tuple[SummaryAttempt, ...] = ()
     if end <= run.start:
         failure = "the turns to summarize do not fit the window"
     else:
@@ -173,7 +179,7 @@ def summarize_run(
             counter,
         )
         text, score, failure, outcome = asked.text, asked.score, asked.failure, asked.outcome
-        verdict, problems = asked.verdict, asked.problems
+        verdict, problems, attempts = asked.verdict, asked.problems, asked.attempts
     if text is None:
         fallback = prompts.fallback_summary.format(
             reason=failure, message_count=len(raw_span), original_tokens=_run_tokens(request)
@@ -181,7 +187,15 @@ def summarize_run(
         slot = _slot(request, fallback, facts, prompts.mechanical_frame, None, failure)
     else:
         slot = _slot(request, text, facts, prompts.summary_frame, score, None)
-    return RunSummary(slot=slot, outcome=outcome, facts=facts, verdict=verdict, problems=problems)
+    return RunSummary(
+        slot=slot,
+        outcome=outcome,
+        facts=facts,
+        verdict=verdict,
+        problems=problems,
+        attempts=attempts,
+        cap=request.summary_cap,
+    )
 
 
 def _with_instructions(instruction: str, request: RunRequest) -> str:
@@ -271,6 +285,24 @@ class _Asked:
     outcome: SummaryOutcome
     verdict: Verdict
     problems: tuple[Problem, ...]
+    attempts: tuple[SummaryAttempt, ...]
+
+
+def _attempt(
+    body: dict[str, Any], answer: Answer, attempt: Literal["first", "strict"]
+) -> SummaryAttempt:
+    """``answer`` to the request ``body``, as a training record keeps it."""
+    outcome = answer.outcome
+    return SummaryAttempt(
+        attempt=attempt,
+        request=body,
+        summary=answer.text,
+        finish_reason=outcome.finish_reason,
+        problem=answer.problem if outcome.error is None else None,
+        score=answer.score,
+        tokens=answer.tokens,
+        error=outcome.error,
+    )
 
 
 def _ask(
@@ -302,8 +334,9 @@ def _ask(
     first = judge((yield SummarizeCall(body=body, recall=offered)), facts, counter, cap, source)
     warn_if_cap_ignored(first.outcome, cap, request.cap_key)
     minimum = config.min_summary_score
+    attempts: tuple[SummaryAttempt, ...] = (_attempt(body, first, "first"),)
     if first.good(minimum):
-        return _Asked(first.text, first.score, None, first.outcome, "accepted", ())
+        return _Asked(first.text, first.score, None, first.outcome, "accepted", (), attempts)
     problems: tuple[Problem, ...] = (first.problem,) if first.problem else ()
     answers = [first]
     if first.outcome.error is None:
@@ -338,8 +371,11 @@ def _ask(
             cap,
             strict_source,
         )
+        attempts += (_attempt(retry_body, second, "strict"),)
         if second.good(minimum):
-            return _Asked(second.text, second.score, None, second.outcome, "repaired", problems)
+            return _Asked(
+                second.text, second.score, None, second.outcome, "repaired", problems, attempts
+            )
         problems += (second.problem,) if second.problem else ()
         answers.append(second)
     # Neither reached the score: the better usable one, if any (a problem is never usable).
@@ -347,7 +383,7 @@ def _ask(
     if usable:
         best = max(usable, key=lambda a: a.score or 0.0)
         verdict: Verdict = "accepted" if best is first else "repaired"
-        return _Asked(best.text, best.score, None, best.outcome, verdict, problems)
+        return _Asked(best.text, best.score, None, best.outcome, verdict, problems, attempts)
     last = answers[-1]
     failure = last.outcome.error or (PROBLEM_TEXT[last.problem] if last.problem else "unusable")
-    return _Asked(None, None, failure, last.outcome, "replaced", problems)
+    return _Asked(None, None, failure, last.outcome, "replaced", problems, attempts)
