@@ -743,7 +743,7 @@ def test_a_version_1_database_is_migrated_and_its_rows_are_listed_but_never_appl
     conn.commit()
     conn.close()
     with SQLiteStore(sqlite_path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 5
+        assert store.schema_version == SCHEMA_VERSION == 6
         store.ask_compaction("ns-a", "s1", None)  # version 5's table is there too
         assert store.compaction_ask("ns-a", "s1") is not None
         listed = store.list_session("ns-a", "s1")

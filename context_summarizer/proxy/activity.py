@@ -1,20 +1,21 @@
 """What the proxy notes of each managed request it answers: what compaction saved it
 (``count_saved``, in ``summarizer_tokens_saved_total``) and, once the answer is sent, a
 ``RequestRecord`` in the store's activity log and, with ``--record``, the session's conversation
-(secrets redacted). The record is queued and written in batches by the proxy's
-``ActivityWriter``: never on the client's critical path, and a failed write costs a log line,
-never the request."""
+and the summary records of the compaction it made, if any (secrets redacted). The record is
+queued and written in batches by the proxy's ``ActivityWriter``: never on the client's critical
+path, and a failed write costs a log line, never the request."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from starlette.background import BackgroundTask
 from starlette.responses import Response
 
 from ..core.activity import Recording, RequestRecord, redact
+from ..core.summary_records import SummaryRecord
 from .chat_context import ChatContext
 from .exchange_services import ExchangeServices
 
@@ -103,8 +104,8 @@ def _queue(
     started: float,
     saved: int | None,
 ) -> None:
-    """Queue the record of a request whose answer is sent (and its recording, with
-    ``--record``)."""
+    """Queue the record of a request whose answer is sent (and, with ``--record``, its
+    recording and its compaction's summary records)."""
     writer = services.activity
     if writer is None:
         return
@@ -112,7 +113,9 @@ def _queue(
     if record is None:
         return
     recording = _recording(context) if services.record else None
-    writer.submit(record, recording)
+    drafted = context.result.summary_records if context.result is not None else []
+    summaries = _summaries(drafted, context.secrets) if services.record and drafted else None
+    writer.submit(record, recording, summaries)
 
 
 def _recording(context: ChatContext) -> Callable[[], Recording]:
@@ -131,6 +134,31 @@ def _recording(context: ChatContext) -> Callable[[], Recording]:
             messages=redact(list(turn.messages), secrets),
             tools=redact(list(turn.tools), secrets) if turn.tools else None,
         )
+
+    return build
+
+
+def _summaries(
+    records: Sequence[SummaryRecord], secrets: Sequence[str]
+) -> Callable[[], list[SummaryRecord]]:
+    """Builds the compaction's summary records, redacted like the recording (in the worker
+    thread: the requests they hold carry the whole live prefix). What keys them (namespace,
+    session, checkpoint) is kept as it is, as the recording's: a session a client named
+    ``task-...`` has a credential's shape."""
+    kept = list(records)
+
+    def build() -> list[SummaryRecord]:
+        return [
+            SummaryRecord.model_validate(
+                {
+                    **redact(record.model_dump(mode="json"), secrets),
+                    "namespace": record.namespace,
+                    "session": record.session,
+                    "checkpoint_id": record.checkpoint_id,
+                }
+            )
+            for record in kept
+        ]
 
     return build
 

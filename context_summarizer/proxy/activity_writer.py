@@ -19,11 +19,14 @@ from collections import deque
 from collections.abc import Callable
 
 from ..core.activity import Recording, RequestRecord
+from ..core.summary_records import SummaryRecord
 from ..stores import ActivityLog
 
 logger = logging.getLogger("context_summarizer.proxy")
 
-Item = tuple[RequestRecord, Callable[[], Recording] | None]
+Summaries = Callable[[], list[SummaryRecord]]
+"""Builds a compaction's summary records, redacted (run on the writer's thread)."""
+Item = tuple[RequestRecord, Callable[[], Recording] | None, Summaries | None]
 Deferred = Callable[[], None]
 _STOP = object()
 
@@ -55,9 +58,15 @@ class ActivityWriter:
         self._start_lock = threading.Lock()
         self._warned = False
 
-    def submit(self, record: RequestRecord, recording: Callable[[], Recording] | None) -> None:
-        """Queue one request's record (and, with recording on, how to build its recording)."""
-        self._put((record, recording))
+    def submit(
+        self,
+        record: RequestRecord,
+        recording: Callable[[], Recording] | None,
+        summaries: Summaries | None = None,
+    ) -> None:
+        """Queue one request's record (and, with recording on, how to build its recording and
+        its compaction's summary records)."""
+        self._put((record, recording, summaries))
 
     def defer(self, write: Deferred) -> None:
         """Queue a store write that need not happen before the answer is sent (it logs its own
@@ -153,10 +162,12 @@ class ActivityWriter:
                     logger.exception("a deferred store write failed")
         try:
             if records:
-                self.log.log_requests([record for record, _ in records])
-            for _, recording in records:
+                self.log.log_requests([record for record, _, _ in records])
+            for _, recording, summaries in records:
                 if recording is not None:
                     self.log.record_conversation(recording())
+                if summaries is not None:
+                    self.log.record_summaries(summaries())
         except Exception as exc:  # the answers are sent: lost log lines must not be errors
             if not self._warned:
                 self._warned = True

@@ -206,8 +206,9 @@ class Settings(ConfigurationModel):
     sent."""
     record: Annotated[bool, Setting(group=STATE)] = Field(
         default=False,
-        description="Keep each session's latest conversation (secrets redacted) for summarizer "
-        "export and /ui; off, the store keeps counts and summaries, never the conversation.",
+        description="Keep each session's latest conversation and each compaction's summary "
+        "requests and answers (secrets redacted) for summarizer export and /ui; off, the store "
+        "keeps counts and summaries, never the conversation.",
     )
     ui: Annotated[bool, Setting(group=ACCESS)] = Field(
         default=False,

@@ -10,6 +10,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 
 from ..core.activity import Recording, RequestRecord, SessionRow
 from ..core.checkpoints import Checkpoint
+from ..core.summary_records import SummaryRecord
 
 
 @runtime_checkable
@@ -126,7 +127,8 @@ def new_secret() -> bytes:
 @runtime_checkable
 class ActivityLog(Protocol):
     """What a store keeps of the traffic it served: one ``RequestRecord`` per managed request
-    and, when recording is on, each session's latest conversation.
+    and, when recording is on, each session's latest conversation and the ``SummaryRecord`` of
+    every summary a compaction asked a model for.
 
     ``namespace=None`` in a read means every namespace: only the operator's own tools (the
     ``summarizer sessions`` command) read that way; the proxy always passes the caller's.
@@ -159,6 +161,18 @@ class ActivityLog(Protocol):
         self, namespace: str | None = None, session: str | None = None
     ) -> list[Recording]:
         """The recorded conversations (of ``namespace`` / ``session``, or all), oldest first."""
+        ...
+
+    def record_summaries(self, records: Sequence[SummaryRecord]) -> None:
+        """Append the summary records of a compaction (recording on); a record is never
+        replaced, even by one with the same checkpoint and start."""
+        ...
+
+    def summary_records(
+        self, namespace: str | None = None, session: str | None = None
+    ) -> list[SummaryRecord]:
+        """The kept summary records (of ``namespace`` / ``session``, or all), oldest first:
+        by ``at``, then in the order they were written."""
         ...
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from ..core.activity import Recording, RequestRecord, SessionRow, roll_up
 from ..core.checkpoints import Checkpoint
 from ..core.errors import LeaseLost
+from ..core.summary_records import SummaryRecord
 from .base import _Closable, _fold, _grant, _reported_update, _Row, new_secret
 from .compaction_asks import CompactionAsk, MemoryAsks
 
@@ -40,6 +41,7 @@ class MemoryStore(MemoryAsks, _Closable):
         self._calibration: dict[tuple[str, str], tuple[float, float]] = {}
         self._requests: deque[RequestRecord] = deque(maxlen=MAX_MEMORY_RECORDS)
         self._recordings: dict[tuple[str, str], Recording] = {}
+        self._summaries: list[SummaryRecord] = []
         self._secret = new_secret()
         self._asks: dict[tuple[str, str], CompactionAsk] = {}
 
@@ -223,6 +225,26 @@ class MemoryStore(MemoryAsks, _Closable):
             ]
         return sorted(found, key=lambda r: r.at)
 
+    def record_summaries(self, records: Sequence[SummaryRecord]) -> None:
+        """Append the summary records of a compaction."""
+        with self._lock:
+            self._check_open()
+            self._summaries.extend(records)
+
+    def summary_records(
+        self, namespace: str | None = None, session: str | None = None
+    ) -> list[SummaryRecord]:
+        """The kept summary records, oldest first (by ``at``, then as written)."""
+        with self._lock:
+            self._check_open()
+            found = [
+                r
+                for r in self._summaries
+                if (namespace is None or r.namespace == namespace)
+                and (session is None or r.session == session)
+            ]
+        return sorted(found, key=lambda r: r.at)  # stable: ties keep the written order
+
     def close(self) -> None:
         """Drop everything; later calls raise ``ValueError``."""
         with self._lock:
@@ -233,3 +255,4 @@ class MemoryStore(MemoryAsks, _Closable):
             self._calibration.clear()
             self._requests.clear()
             self._recordings.clear()
+            self._summaries.clear()

@@ -100,6 +100,7 @@ class RedisStore(RedisActivity, RedisAsks, _Closable):
                 "fold": lua.FOLD_CALIBRATION,
                 "log": lua.LOG_REQUEST,
                 "record": lua.RECORD_CONVERSATION,
+                "summaries": lua.RECORD_SUMMARIES,
                 "clear_ask": CLEAR_IF_SAME,
             }.items()
         }

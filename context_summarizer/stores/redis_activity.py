@@ -6,7 +6,10 @@
 - ``active`` and ``active:{ns}``: sessions by last activity; past ``MAX_SESSIONS`` the least
   recently active session is dropped with its records and roll-up;
 - ``rec:{ns}:{session}``: a session's recorded conversation, indexed by ``recs`` and
-  ``recs:{ns}``, the oldest dropped past ``MAX_SESSIONS``.
+  ``recs:{ns}``, the oldest dropped past ``MAX_SESSIONS``;
+- ``sum:{ns}:{session}``: a session's newest ``MAX_SUMMARY_RECORDS_PER_SESSION`` summary
+  records (a list), indexed by ``sums`` and ``sums:{ns}`` (by the newest record's ``at``), the
+  oldest session dropped past ``MAX_SESSIONS``, like recordings.
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..core.activity import Recording, RequestRecord, SessionRow
+from ..core.summary_records import SummaryRecord
 
 MAX_RECORDS_PER_SESSION = 1_000
 """Request records kept per session in Redis (the roll-up counts them all)."""
 MAX_SESSIONS = 100_000
-"""Sessions whose records (and, separately, recordings) Redis keeps; the least recent go."""
+"""Sessions whose records (and, separately, recordings and summary records) Redis keeps; the
+least recent go."""
+MAX_SUMMARY_RECORDS_PER_SESSION = 100
+"""Summary records kept per session in Redis (the oldest go first)."""
 
 
 class RedisActivity:
@@ -32,6 +39,7 @@ class RedisActivity:
     _guard: Callable[[], AbstractContextManager[None]]
     _key: Callable[..., str]
     _run: Callable[[str, list[str], list[Any]], Any]
+    _scripts: dict[str, Any]
 
     def _member(self, namespace: str, session: str) -> str:
         """The suffix of a session's keys, ``{ns}:{session}`` quoted: its index member."""
@@ -127,6 +135,43 @@ class RedisActivity:
             bodies = self._redis.mget([f"{self.prefix}rec:{m}" for m in members]) if members else []
         found = [Recording.model_validate_json(body) for body in bodies if body is not None]
         return sorted(found, key=lambda r: r.at)
+
+    def record_summaries(self, records: Sequence[SummaryRecord]) -> None:
+        """Append the summary records of a compaction: one script per session, so a session's
+        records are written whole or not at all, then trimmed to its newest ones."""
+        by_session: dict[tuple[str, str], list[SummaryRecord]] = {}
+        for record in records:
+            by_session.setdefault((record.namespace, record.session), []).append(record)
+        for (ns, session), kept in by_session.items():
+            self._run(
+                "summaries",
+                [self._key("sum", ns, session), self._key("sums"), self._key("sums", ns)],
+                [
+                    MAX_SUMMARY_RECORDS_PER_SESSION,
+                    MAX_SESSIONS,
+                    self._member(ns, session),
+                    self.prefix,
+                    repr(max(record.at for record in kept)),
+                    *(record.model_dump_json() for record in kept),
+                ],
+            )
+
+    def summary_records(
+        self, namespace: str | None = None, session: str | None = None
+    ) -> list[SummaryRecord]:
+        """The kept summary records (of ``namespace`` / ``session``, or all), oldest first (by
+        ``at``, then as written)."""
+        index = self._key("sums") if namespace is None else self._key("sums", namespace)
+        with self._guard():
+            members = self._redis.zrange(index, 0, -1)
+            if session is not None:
+                members = _of_session(members, session)
+            pipe = self._redis.pipeline(transaction=False)
+            for member in members:
+                pipe.lrange(f"{self.prefix}sum:{member}", 0, -1)
+            lists = pipe.execute() if members else []
+        found = [SummaryRecord.model_validate_json(body) for bodies in lists for body in bodies]
+        return sorted(found, key=lambda r: r.at)  # stable: a session's list is in written order
 
 
 def _of_session(members: Iterable[str], session: str) -> list[str]:

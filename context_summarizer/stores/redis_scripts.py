@@ -126,3 +126,22 @@ while redis.call('ZCARD', KEYS[2]) > tonumber(ARGV[4]) do
 end
 return 1
 """
+
+RECORD_SUMMARIES = """
+-- KEYS: the session's summary records, summary sessions, the namespace's summary sessions
+-- ARGV: records kept per session, sessions kept, member, prefix, newest at, body...
+for i = 6, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[1]), -1)
+local old = redis.call('ZSCORE', KEYS[2], ARGV[3])
+if not old or tonumber(ARGV[5]) > tonumber(old) then
+  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[3])
+  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[3])
+end
+while redis.call('ZCARD', KEYS[2]) > tonumber(ARGV[2]) do
+  local gone = redis.call('ZPOPMIN', KEYS[2])[1]
+  local ns = string.match(gone, '^([^:]*):')
+  redis.call('ZREM', ARGV[4] .. 'sums:' .. ns, gone)
+  redis.call('DEL', ARGV[4] .. 'sum:' .. gone)
+end
+return 1
+"""

@@ -23,7 +23,7 @@ from .base import (
     new_secret,
 )
 from .compaction_asks import ASKS_MIGRATION, SQLiteAsks
-from .sqlite_activity import ACTIVITY_MIGRATION, SQLiteActivity
+from .sqlite_activity import ACTIVITY_MIGRATION, SUMMARIES_MIGRATION, SQLiteActivity
 
 # Migration ``i`` brings the schema from version ``i`` to ``i + 1`` (``PRAGMA user_version``).
 # Append new migrations; never edit a released one.
@@ -84,6 +84,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ("CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)",),
     # 5: sessions' pending asks for a compaction (POST /v1/summarizer/sessions/{id}/compact).
     ASKS_MIGRATION,
+    # 6: each compaction's summary records (requests as sent, answers, verdicts), kept with
+    # `serve --record` for `summarizer export`.
+    SUMMARIES_MIGRATION,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 """The schema version this code writes; a database with a higher one is refused."""

@@ -1,4 +1,5 @@
-"""The SQLite store's activity log: request records, recorded conversations (``ActivityLog``)."""
+"""The SQLite store's activity log: request records, recorded conversations and summary records
+(``ActivityLog``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ..core.activity import Recording, RequestRecord, SessionRow
+from ..core.summary_records import SummaryRecord
 
 ACTIVITY_MIGRATION: tuple[str, ...] = (
     """
@@ -39,6 +41,22 @@ ACTIVITY_MIGRATION: tuple[str, ...] = (
     """,
 )
 """Schema version 3's activity tables (see ``sqlite.MIGRATIONS``)."""
+
+SUMMARIES_MIGRATION: tuple[str, ...] = (
+    """
+    CREATE TABLE summary_records (
+        seq INTEGER PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        session TEXT NOT NULL,
+        at REAL NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        start INTEGER NOT NULL,
+        body TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX summary_records_session ON summary_records (namespace, session, at)",
+)
+"""Schema version 6's table of summary records (see ``sqlite.MIGRATIONS``)."""
 
 _ROLL_UP = """
     SELECT g.namespace, g.session, r.model, g.requests, g.compactions, r.tokens_sent,
@@ -172,3 +190,39 @@ class SQLiteActivity:
                 f"SELECT body FROM recordings{where} ORDER BY at", params
             ).fetchall()
         return [Recording.model_validate_json(body) for (body,) in rows]
+
+    def record_summaries(self, records: Sequence[SummaryRecord]) -> None:
+        """Append the summary records of a compaction, in one transaction."""
+        rows = [
+            (r.namespace, r.session, r.at, r.checkpoint_id, r.start, r.model_dump_json())
+            for r in records
+        ]
+        if not rows:
+            return
+        with self._lock:
+            self._check_open()
+            with self._transaction():
+                self._conn.executemany(
+                    "INSERT INTO summary_records (namespace, session, at, checkpoint_id, start, "
+                    "body) VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+
+    def summary_records(
+        self, namespace: str | None = None, session: str | None = None
+    ) -> list[SummaryRecord]:
+        """The kept summary records, oldest first (by ``at``, then as written)."""
+        clauses, params = [], []
+        if namespace is not None:
+            clauses.append("namespace = ?")
+            params.append(namespace)
+        if session is not None:
+            clauses.append("session = ?")
+            params.append(session)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        with self._lock:
+            self._check_open()
+            rows = self._conn.execute(
+                f"SELECT body FROM summary_records{where} ORDER BY at, seq", params
+            ).fetchall()
+        return [SummaryRecord.model_validate_json(body) for (body,) in rows]
