@@ -3,7 +3,7 @@
 It tracks each request's token budget, has the model summarize its own work at a threshold
 (appending one instruction to the live conversation, so the provider's prompt cache covers the
 whole prefix), keeps prompts append-only between compactions, and scores whether each summary
-kept the key facts.
+kept the key facts (``reward`` scores one summary the same way, for training).
 
 Library entry points: ``wrap(client, **config)`` and ``ContextManager(**config)`` (or
 ``config=CompactionConfig(...)``). Exported beside them: what their hooks take and return
@@ -35,6 +35,7 @@ _EXPORTS = {
     "PinRule": "core.config",
     "PrepareResult": "core.results",
     "ReplyReserveTooLarge": "core.errors",
+    "Reward": "core.rewards",
     "RunConfigMismatch": "evaluation.runner",
     "RedisStore": "stores",
     "SQLiteStore": "stores",
@@ -44,9 +45,11 @@ _EXPORTS = {
     "SummarizerError": "core.errors",
     "SummaryFailed": "core.errors",
     "SummaryOutcome": "core.results",
+    "SummaryReward": "rewards",
     "TokenReport": "core.results",
     "TokenizerUnavailable": "core.errors",
     "UnknownModelError": "core.errors",
+    "reward": "rewards",
     "wrap": "library.wrapping",
 }
 
@@ -67,6 +70,7 @@ __all__ = [
     "PrepareResult",
     "RedisStore",
     "ReplyReserveTooLarge",
+    "Reward",
     "RunConfigMismatch",
     "SQLiteStore",
     "Store",
@@ -75,9 +79,11 @@ __all__ = [
     "SummarizerError",
     "SummaryFailed",
     "SummaryOutcome",
+    "SummaryReward",
     "TokenReport",
     "TokenizerUnavailable",
     "UnknownModelError",
+    "reward",
     "wrap",
 ]
 
@@ -106,9 +112,11 @@ if TYPE_CHECKING:
         SummaryOutcome,
         TokenReport,
     )
+    from .core.rewards import Reward
     from .evaluation.runner import RunConfigMismatch
     from .library.manager import ContextManager
     from .library.wrapping import wrap
+    from .rewards import SummaryReward, reward
     from .stores import MemoryStore, RedisStore, SQLiteStore, Store
 
 

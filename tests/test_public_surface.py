@@ -40,9 +40,11 @@ PUBLIC_BY_MODULE = {
         "SummaryOutcome",
         "TokenReport",
     ],
+    "context_summarizer.core.rewards": ["Reward"],
     "context_summarizer.evaluation.runner": ["RunConfigMismatch"],
     "context_summarizer.library.manager": ["ContextManager"],
     "context_summarizer.library.wrapping": ["wrap"],
+    "context_summarizer.rewards": ["SummaryReward", "reward"],
     "context_summarizer.stores": ["MemoryStore", "RedisStore", "SQLiteStore", "Store"],
 }
 PUBLIC = sorted(name for names in PUBLIC_BY_MODULE.values() for name in names)
