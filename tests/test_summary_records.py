@@ -234,3 +234,66 @@ def test_without_record_no_summary_record_is_kept(
         assert store.list_session(credential_namespace(KEY), session)  # it did compact
         assert [r.requests for r in store.list_sessions()] == [3]
         assert store.summary_records() == []
+
+
+def _responses_input(turns: int) -> list[dict[str, Any]]:
+    """``long_history``'s conversation as Responses input items."""
+    items: list[dict[str, Any]] = []
+    for message in long_history(turns, task="Fix the compact endpoint's test."):
+        if message["role"] == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message["tool_call_id"],
+                    "output": message["content"],
+                }
+            )
+        elif message.get("tool_calls"):
+            for call in message["tool_calls"]:
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call["id"],
+                        "name": call["function"]["name"],
+                        "arguments": call["function"]["arguments"],
+                    }
+                )
+        else:
+            items.append({"role": message["role"], "content": message["content"]})
+    return items
+
+
+@pytest.mark.parametrize("how", ["endpoint", "trigger"])
+def test_compactions_the_responses_compact_paths_make_are_recorded(
+    upstream: TestUpstream, start_proxy: ProxyFactory, tmp_path: Path, how: str
+) -> None:
+    # POST /v1/responses/compact, and a Codex-style compaction trigger, answer no model request
+    # (no request record), yet their summaries are kept with --record like any other's.
+    upstream.responder = RoutingResponder(echo_responder, summary_responder)
+    proxy = start_proxy(record=True)
+    sdk = openai.OpenAI(base_url=proxy.base_url, api_key=KEY, max_retries=0)
+    items = _responses_input(6)
+    if how == "endpoint":
+        sdk.responses.compact(model=MODEL, input=items)  # type: ignore[arg-type]
+    else:
+        sdk.responses.create(model=MODEL, input=[*items, {"type": "compaction_trigger"}])  # type: ignore[list-item]
+    proxy.stop()  # everything queued is written
+    with SQLiteStore(tmp_path / "checkpoints.db") as store:
+        records = store.summary_records()
+    assert records and all(r.attempts[0].summary for r in records)
+    instruction = records[0].attempts[0].request["messages"][-1]["content"]
+    sent = json.dumps([r.body for r in upstream.requests if r.is_summary])
+    assert instruction[:200] in sent.replace("\\n", "\n")
+
+
+def test_the_responses_compact_endpoint_records_nothing_without_record(
+    upstream: TestUpstream, start_proxy: ProxyFactory, tmp_path: Path
+) -> None:
+    upstream.responder = RoutingResponder(echo_responder, summary_responder)
+    proxy = start_proxy()
+    sdk = openai.OpenAI(base_url=proxy.base_url, api_key=KEY, max_retries=0)
+    sdk.responses.compact(model=MODEL, input=_responses_input(6))  # type: ignore[arg-type]
+    proxy.stop()
+    assert any(r.is_summary for r in upstream.requests)
+    with SQLiteStore(tmp_path / "checkpoints.db") as store:
+        assert store.summary_records() == []

@@ -118,6 +118,17 @@ def _queue(
     writer.submit(record, recording, summaries)
 
 
+def note_summaries(services: ExchangeServices, context: ChatContext) -> None:
+    """With ``--record``, queue the summary records of a compaction no request record goes with
+    (``POST /v1/responses/compact`` answers no model request), redacted like ``_queue``'s."""
+    writer = services.activity
+    result = context.result
+    if writer is None or not services.record or result is None or not result.summary_records:
+        return
+    build = _summaries(result.summary_records, context.secrets)
+    writer.defer(lambda: writer.log.record_summaries(build()))
+
+
 def _recording(context: ChatContext) -> Callable[[], Recording]:
     """Builds the session's recording (redaction runs in the worker thread)."""
     turn = context.chat.turn()

@@ -23,6 +23,7 @@ import httpx2
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .activity import note_summaries
 from .chat_context import ChatContext
 from .exchange_services import ExchangeServices
 from .headers import decoded_response_headers
@@ -63,6 +64,7 @@ async def compact_now(services: ExchangeServices, parsed: ResponsesRequest) -> C
         await context.locate()
     if context.warning is None:
         await context.compact(force="manual")
+    note_summaries(services, context)
     result = context.result
     items: Any = parsed.body["input"]
     if result is not None and result.rewritten and parsed.decoded is not None:
