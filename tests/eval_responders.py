@@ -8,12 +8,16 @@
   mentions the reference (``facts.mentions``), else ``INCORRECT``;
 - :func:`from_scratch_responder` summarizes a ``from_scratch_summary`` request's transcript with
   :func:`summary_responder`, as if the transcript were the conversation;
+- :func:`seeded_summary_responder` writes :func:`summary_responder`'s summary, of which a
+  request with ``seed`` s keeps the first ``1 / (s + 1)`` of each section's lines: candidates
+  asked with seeds 0, 1, 2, ... name fewer and fewer facts;
 - :class:`EvalResponder` routes each of those, then self-summary requests, then the rest.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -38,6 +42,7 @@ __all__ = [
     "is_probe_judge_request",
     "probe_answer_responder",
     "probe_judge_responder",
+    "seeded_summary_responder",
 ]
 
 _WORD = re.compile(r"[a-z0-9_]{3,}")
@@ -147,12 +152,30 @@ def from_scratch_responder(body: dict[str, Any]) -> Reply:
     return summary_responder({"messages": [{"role": "user", "content": transcript}]})
 
 
+def seeded_summary_responder(body: dict[str, Any]) -> Reply:
+    """``summary_responder``'s summary; with a ``seed`` s in the request, each section keeps its
+    heading and the first ``ceil(n / (s + 1))`` of its ``n`` lines."""
+    full = summary_responder(body).content or ""
+    seed = body.get("seed")
+    if not isinstance(seed, int) or seed <= 0:
+        return Reply(content=full)
+    sections = []
+    for section in full.split("\n\n"):
+        heading, *lines = section.split("\n")
+        kept = lines[: math.ceil(len(lines) / (seed + 1))]
+        sections.append("\n".join([heading, *kept]))
+    return Reply(content="\n\n".join(sections))
+
+
 class EvalResponder:
     """Routes probe answers, probe grading, from-scratch and self-summary requests to their
-    stand-ins, and anything else to ``agent``."""
+    stand-ins (``summarize`` for self-summary requests), and anything else to ``agent``."""
 
-    def __init__(self, agent: Responder = echo_responder) -> None:
+    def __init__(
+        self, agent: Responder = echo_responder, summarize: Responder = summary_responder
+    ) -> None:
         self.agent = agent
+        self.summarize = summarize
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         if is_probe_judge_request(body):
@@ -162,5 +185,5 @@ class EvalResponder:
         if is_from_scratch_request(body):
             return from_scratch_responder(body)
         if is_summary_request(body):
-            return summary_responder(body)
+            return self.summarize(body)
         return self.agent(body)

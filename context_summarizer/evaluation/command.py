@@ -7,10 +7,11 @@ short error. Skipped dataset lines are listed up to ``MAX_LINE_ERRORS`` per file
 The terminal summary is the verdict lines, the strategy table, and last the recommendation
 (``recommend``).
 
-Exit status: 0 when every row succeeded; 1 when some rows errored (they are retried by running
-the same command again); 2 for a usage problem found before any work (unknown strategy, a model
-strategy without ``--upstream``/``--model``, no case loaded, a strategy asked for with
-``--strategy`` that no case can be evaluated by, e.g. ``given`` on a dataset without given
+Exit status: 0 when every row succeeded; 1 when some rows (or ``--candidates`` calls) errored
+(they are retried by running the same command again); 2 for a usage problem found before any
+work (unknown strategy, a model strategy or ``--candidates`` without ``--upstream``/``--model``,
+``--candidates 1`` or ``--temperature 0`` with candidates, no case loaded, a strategy asked for
+with ``--strategy`` that no case can be evaluated by, e.g. ``given`` on a dataset without given
 summaries, an output directory of another run); 130 when interrupted (run it again to resume).
 A strategy that some cases (or, when it was not asked for by name, all cases) make no row for is
 named in a note, with the cases and what they lack.
@@ -140,6 +141,19 @@ def eval_command(
         ),
     ] = 1,
     limit: Annotated[int | None, typer.Option(help="Only the first N cases.")] = None,
+    candidates: Annotated[
+        int,
+        typer.Option(
+            help="Also ask the model N times (N >= 2) for each case's first self-summary "
+            "request, at --temperature with seed 0..N-1, and score each answer by the reward "
+            "and by gold recall (candidates.jsonl; the summary says whether the reward ranks "
+            "them as gold recall does). Needs --upstream and --model. 0: off. Running again "
+            "with a larger N adds the missing candidates."
+        ),
+    ] = 0,
+    temperature: Annotated[
+        float, typer.Option(help="Sampling temperature of the --candidates (above 0).")
+    ] = 1.0,
     context_window: Annotated[
         int | None,
         typer.Option(help="The agent's window in tokens: the budget becomes a fraction of it."),
@@ -201,6 +215,8 @@ def eval_command(
         concurrency=concurrency,
         repeat=repeat,
         limit=limit,
+        candidates=candidates,
+        temperature=temperature,
         probes=not no_probes,
         prices=prices,
         progress=not no_progress,
@@ -247,9 +263,12 @@ def eval_command(
         )
         raise typer.Exit(130) from None
     _summary(outcome, prices, out)
-    if outcome.errors:
+    failed = outcome.candidates.errors if outcome.candidates is not None else 0
+    if outcome.errors or failed:
         typer.echo(
-            f"{outcome.errors} rows failed; run the same command again to retry them", err=True
+            f"{outcome.errors} rows and {failed} candidates failed; "
+            "run the same command again to retry them",
+            err=True,
         )
         raise typer.Exit(1)
 
@@ -283,5 +302,12 @@ def _summary(outcome: RunOutcome, prices: Path | None, out: Path) -> None:
         f"{outcome.errors} errors, {infeasible} infeasible at this budget, "
         f"{outcome.elapsed_s:.1f} s; reports in {out}\n"
     )
+    if outcome.candidates is not None:
+        from .report_candidates import candidate_summary_lines
+
+        candidates = outcome.candidates
+        for text in candidate_summary_lines(candidates.ranking, candidates.notes):
+            typer.echo(text)
+        typer.echo("")
     for text in recommend(aggregates, outcome.config).lines():
         typer.echo(text)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from ..core.config import SummaryCapField
 from ..core.messages import Message, message_digest
 from ..core.results import SummarizeCall, SummaryOutcome
+from ..core.summary_records import SummaryRecord
 from ..core.tokens import TokenCounter
 from ..loaders.prompts import DEFAULT_VERSION
 from .dataset import Case
@@ -80,6 +81,9 @@ class Compaction:
     notes: list[str] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
     """What became of each summary the model wrote (see ``ResultRow.verdicts``)."""
+    summary_records: list[SummaryRecord] = field(default_factory=list)
+    """The engine's record of each run a model summarized under its online gate (the
+    strategies that go through the engine with a model; ``from-scratch`` has no gate)."""
 
 
 class Strategy(Protocol):
@@ -137,6 +141,7 @@ def finish(
     failure: str | None = None,
     notes: Sequence[str] = (),
     verdicts: Sequence[str] = (),
+    summary_records: Sequence[SummaryRecord] = (),
 ) -> Compaction:
     """Measure ``messages`` as the compacted request of ``job``."""
     counter = job.counter
@@ -157,6 +162,7 @@ def finish(
         failure=failure,
         notes=list(notes),
         verdicts=list(verdicts),
+        summary_records=list(summary_records),
     )
 
 

@@ -229,6 +229,7 @@ class SelfSummary(OneRowPerCase):
             failure=failure,
             notes=notes,
             verdicts=list(event.verdicts) if event is not None else [],
+            summary_records=result.summary_records,
         )
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from ..core.config import SummaryCapField
 from ..core.errors import BudgetExceeded, SummarizerError
+from ..core.summary_records import SummaryRecord
+from ..core.tokens import TokenCounter
 from ..loaders.prompts import DEFAULT_VERSION
 from ..loaders.tokenizers import make_counter
 from .compaction import CompactionInput, Strategy, SummaryClient, request_tokens
@@ -58,6 +60,23 @@ class Job:
     def key(self) -> RowKey:
         """The row's key."""
         return (self.case.id, self.strategy.name, self.variant or "", self.repeat)
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """A row, and the summary records of the compaction it measured (none: no model wrote a
+    summary, or the strategy keeps none: ``from-scratch`` has no online gate)."""
+
+    row: ResultRow
+    records: list[SummaryRecord]
+
+
+def case_budget(settings: RowSettings, counter: TokenCounter, case: Case) -> tuple[int, int]:
+    """The case's tokens before compaction, and its budget: ``budget`` x those tokens (or x
+    ``context_window``), at least 1."""
+    before = request_tokens(counter, case.messages, case.tools)
+    base = settings.context_window or before
+    return before, max(1, int(settings.budget * base))
 
 
 class FullContextProbes:
@@ -104,15 +123,17 @@ class Evaluator:
         )
 
     def __call__(self, job: Job) -> ResultRow:
-        """The row of ``job``. A summarizer error or ``ValueError`` from the strategy, or a model
-        call that failed after its retries, makes an ``error`` row; other exceptions (bugs)
-        propagate and stop the run."""
+        """The row of ``job`` (``evaluate`` without the summary records)."""
+        return self.evaluate(job).row
+
+    def evaluate(self, job: Job) -> Evaluated:
+        """The row of ``job`` and its summary records. A summarizer error or ``ValueError`` from
+        the strategy, or a model call that failed after its retries, makes an ``error`` row;
+        other exceptions (bugs) propagate and stop the run."""
         case, settings = job.case, self.settings
         model = self.agent_model(case)
         counter = make_counter(model)
-        before = request_tokens(counter, case.messages, case.tools)
-        base = settings.context_window or before
-        budget = max(1, int(settings.budget * base))
+        before, budget = case_budget(settings, counter, case)
         row = ResultRow(
             case_id=case.id,
             strategy=job.strategy.name,
@@ -140,25 +161,24 @@ class Evaluator:
                 )
             )
         except BudgetExceeded as exc:
-            return row.model_copy(
-                update={
-                    "status": "infeasible",
-                    "error": str(exc),
-                    "met_budget": False,
-                    "latency_s": time.monotonic() - started,
-                }
-            )
+            update: dict[str, object] = {
+                "status": "infeasible",
+                "error": str(exc),
+                "met_budget": False,
+                "latency_s": time.monotonic() - started,
+            }
+            return Evaluated(row.model_copy(update=update), [])
         except (SummarizerError, ValueError) as exc:
-            return row.model_copy(
-                update={
-                    "status": "error",
-                    "error": f"{type(exc).__name__}: {exc}",
-                    "latency_s": time.monotonic() - started,
-                }
-            )
+            update = {
+                "status": "error",
+                "error": f"{type(exc).__name__}: {exc}",
+                "latency_s": time.monotonic() - started,
+            }
+            return Evaluated(row.model_copy(update=update), [])
+        records = list(compaction.summary_records)
         latency = time.monotonic() - started
         failed_calls = [call.error for call in compaction.calls if call.error]
-        update: dict[str, object] = {
+        update = {
             "tokens_after": compaction.tokens_after,
             "met_budget": compaction.met_budget,
             "compacted": compaction.compacted,
@@ -175,7 +195,7 @@ class Evaluator:
         }
         if failed_calls:
             update |= {"status": "error", "error": f"model call failed: {failed_calls[0]}"}
-            return row.model_copy(update=update)
+            return Evaluated(row.model_copy(update=update), records)
         gold = gold_fact_recall(context_text(compaction.messages), case.facts)
         missed = {fact.id for fact in gold.missed}
         update["gold"] = gold
@@ -185,7 +205,7 @@ class Evaluator:
         update["extracted"] = extracted_fact_recall(case.messages, compaction.messages)
         if self.probing and case.probes:
             update |= self._probes(case, compaction.messages, model)
-        return row.model_copy(update=update)
+        return Evaluated(row.model_copy(update=update), records)
 
     def _probes(
         self, case: Case, messages: list[dict[str, object]], model: str

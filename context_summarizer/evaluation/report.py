@@ -293,12 +293,19 @@ def _write(path: Path, text: str) -> None:
 
 
 def write_reports(
-    out: Path, rows: Sequence[ResultRow], *, config: RunConfig, prices: Mapping[str, Price]
+    out: Path,
+    rows: Sequence[ResultRow],
+    *,
+    config: RunConfig,
+    prices: Mapping[str, Price],
+    extra_markdown: str = "",
 ) -> list[Path]:
-    """Write ``report.json``, ``report.md`` and ``report.html`` into ``out``; their paths."""
+    """Write ``report.json``, ``report.md`` and ``report.html`` into ``out``; their paths.
+    ``extra_markdown``: a section appended to ``report.md`` (the candidates', say)."""
     paths = [out / "report.json", out / "report.md", out / "report.html"]
     data = report_data(rows, config=config, prices=prices)
     _write(paths[0], json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    _write(paths[1], render_markdown(rows, config=config, prices=prices))
+    markdown = render_markdown(rows, config=config, prices=prices)
+    _write(paths[1], f"{markdown}\n{extra_markdown}" if extra_markdown else markdown)
     _write(paths[2], render_html(rows, config=config, prices=prices))
     return paths

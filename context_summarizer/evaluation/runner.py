@@ -2,9 +2,10 @@
 
 An output directory holds one run: ``run.json`` (the ``RunConfig`` rows depend on),
 ``results.jsonl`` (one ``ResultRow`` per case, strategy, variant and repeat, appended and flushed
-as each finishes, so an interrupted run loses only the rows in flight) and the reports written at
-the end. ``repeat`` is not part of ``RunConfig``: running again with a larger ``--repeat`` keeps
-the runs already there and adds the missing ones.
+as each finishes, so an interrupted run loses only the rows in flight), ``summaries.jsonl`` (the
+rows' summary records: ``summaries_file``), with ``--candidates`` the candidate summaries
+(``candidates``), and the reports written at the end. ``repeat`` is not part of ``RunConfig``:
+running again with a larger ``--repeat`` keeps the runs already there and adds the missing ones.
 Running again into the same directory skips every row already there with status ``ok`` or
 ``infeasible`` and recomputes the ones that errored; a directory whose ``run.json`` differs from
 this run's is refused rather than mixed.
@@ -29,18 +30,17 @@ from typing import TextIO, get_args
 from ..core.config import SummaryCapField
 from ..core.errors import ConfigurationError
 from ..loaders.prompts import DEFAULT_VERSION, load_prompt
+from .candidate_files import check_candidates
+from .candidates import CandidateSettings, CandidatesOutcome, run_candidates, validate_candidates
 from .compaction import Strategy, SummaryClient
 from .dataset import Case
-from .evaluate import Evaluator, RowSettings, plan_jobs
+from .evaluate import Evaluated, Evaluator, RowSettings, plan_jobs
 from .pricing import load_prices
-from .records import (
-    DEFAULT_MAX_SUMMARY_TOKENS,
-    ResultRow,
-    RowKey,
-    RunConfig,
-)
+from .records import DEFAULT_MAX_SUMMARY_TOKENS, ResultRow, RowKey, RunConfig
 from .report import write_reports
+from .report_candidates import candidates_markdown
 from .strategies import resolve_strategies
+from .summaries_file import SummaryRecordWriter
 
 logger = logging.getLogger("summarizer.eval")
 
@@ -95,6 +95,10 @@ class EvalSettings:
     """The request field that carries that cap (``CompactionConfig.summary_cap_field``)."""
     repeat: int = 1
     """Runs of each model strategy on each case (offline strategies run once)."""
+    candidates: int = 0
+    """Answers asked per case to its first self-summary request (0: none; else at least 2)."""
+    temperature: float = 1.0
+    """The candidates' sampling temperature (above 0)."""
 
     @property
     def uses_probes(self) -> bool:
@@ -116,6 +120,8 @@ class RunOutcome:
     reports: list[Path]
     config: RunConfig
     """The run's ``run.json``."""
+    candidates: CandidatesOutcome | None = None
+    """With ``--candidates``: what the candidates came to."""
 
 
 # --- configuration ------------------------------------------------------------------------------
@@ -157,15 +163,17 @@ def validate_settings(settings: EvalSettings) -> list[Strategy]:
     strategies = resolve_strategies(settings.strategies)
     if not strategies:
         raise ConfigurationError("no strategy to run: pass --strategy NAME")
-    needing = [s.name for s in strategies if s.needs_model]
+    needing = [f"strategy {s.name}" for s in strategies if s.needs_model]
+    needing += ["--candidates"] if settings.candidates else []
     if needing and (settings.model is None or settings.upstream is None):
         raise ConfigurationError(
-            f"strategy {', '.join(needing)} needs a model: pass --upstream URL and --model NAME"
+            f"{', '.join(needing)} needs a model: pass --upstream URL and --model NAME"
         )
     if not 0 < settings.budget <= 1:
         raise ConfigurationError(f"--budget must be in (0, 1], got {settings.budget}")
     if settings.repeat < 1:
         raise ConfigurationError(f"--repeat must be at least 1, got {settings.repeat}")
+    validate_candidates(settings.candidates, settings.temperature)
     if settings.concurrency < 1:
         raise ConfigurationError(f"--concurrency must be at least 1, got {settings.concurrency}")
     if settings.context_window is not None and settings.context_window < 1:
@@ -302,7 +310,10 @@ def run_eval(
     prices = load_prices(settings.prices)
     config = run_config(settings)
     prepare_directory(settings.out, config)
-    needs_client = settings.uses_probes or any(s.needs_model for s in strategies)
+    if settings.candidates:
+        check_candidates(settings.out, settings.temperature, settings.model)
+    needs_client = settings.uses_probes or bool(settings.candidates)
+    needs_client |= any(s.needs_model for s in strategies)
     if client is None and needs_client and settings.upstream is not None:
         client = make_client(settings.upstream, settings.api_key)
     selected = list(cases[: settings.limit] if settings.limit is not None else cases)
@@ -310,20 +321,18 @@ def run_eval(
     existing = read_rows(results_path)
     jobs = plan_jobs(selected, strategies, settings.repeat)
     pending = [j for j in jobs if (r := existing.get(j.key)) is None or r.status == "error"]
-    evaluator = Evaluator(
-        RowSettings(
-            budget=settings.budget,
-            model=settings.model,
-            context_window=settings.context_window,
-            probes=settings.uses_probes,
-            prompt_version=settings.prompt_version,
-            max_summary_tokens=settings.max_summary_tokens,
-            summary_cap_field=settings.summary_cap_field,
-        ),
-        client,
+    row_settings = RowSettings(
+        budget=settings.budget,
+        model=settings.model,
+        context_window=settings.context_window,
+        probes=settings.uses_probes,
+        prompt_version=settings.prompt_version,
+        max_summary_tokens=settings.max_summary_tokens,
+        summary_cap_field=settings.summary_cap_field,
     )
+    evaluator = Evaluator(row_settings, client)
     computed = errors = 0
-    writer = RowWriter(results_path)
+    writer, summaries = RowWriter(results_path), SummaryRecordWriter(settings.out)
     stream = progress_file if progress_file is not None else sys.stderr
     try:
         from tqdm import tqdm
@@ -337,11 +346,14 @@ def run_eval(
             disable=not settings.progress or not stream.isatty(),
         )
         with bar, ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
-            futures: list[Future[ResultRow]] = [pool.submit(evaluator, job) for job in pending]
+            futures: list[Future[Evaluated]] = [
+                pool.submit(evaluator.evaluate, job) for job in pending
+            ]
             try:
                 for future in as_completed(futures):
-                    row = future.result()
+                    row, records = future.result().row, future.result().records
                     writer.write(row)
+                    summaries.write(row.key, records)
                     existing[row.key] = row
                     computed += 1
                     errors += row.status == "error"
@@ -354,8 +366,20 @@ def run_eval(
                 raise
     finally:
         writer.close()
+        summaries.close()
+    candidates = None
+    if settings.candidates and client is not None:
+        wanted = CandidateSettings(
+            row_settings,
+            settings.candidates,
+            settings.temperature,
+            settings.out,
+            settings.concurrency,
+        )
+        candidates = run_candidates(wanted, selected, client)
     rows = order_rows(existing.values(), selected, strategies)
-    reports = write_reports(settings.out, rows, config=config, prices=prices)
+    extra = candidates_markdown(candidates.ranking) if candidates is not None else ""
+    reports = write_reports(settings.out, rows, config=config, prices=prices, extra_markdown=extra)
     return RunOutcome(
         rows=rows,
         computed=computed,
@@ -364,4 +388,5 @@ def run_eval(
         elapsed_s=time.monotonic() - started,
         reports=reports,
         config=config,
+        candidates=candidates,
     )

@@ -1,0 +1,315 @@
+"""``summarizer eval --candidates N``: several answers to one summary request, each scored by
+the reward and by gold recall, to see whether the reward ranks them as gold recall does.
+
+For each case the ``self-summary`` strategy's engine run is made at the run's budget, its first
+summary request (the exact body) kept, and the model asked for ``N`` answers to it with
+``temperature`` T and ``seed`` i for candidate i (the body otherwise unchanged, so a prompt
+cache covers it). Candidate 0 is the engine run's own first answer. Each candidate gets:
+
+- ``reward`` and ``parts``: ``rewards.SummaryReward`` against the facts and cap of the engine's
+  record of that run (exactly what the online gate counted);
+- ``gold_recall``: gold recall of the compacted context with the candidate as that run's summary
+  (the engine's context, its summary message rebuilt with the candidate: frame, text, ledger);
+- ``summary_gold_recall``: of the gold facts the compacted context misses without the run's
+  summary message (neither its text nor its ledger), the share the candidate's text mentions
+  (None when it misses none): the summary's own gold recall, measured on what it stands for,
+  as the reward's fact share is (the ledger's facts named by the text).
+
+Files in the output directory: ``candidate_requests.jsonl`` (per case: the request, the engine's
+record of the run, the compacted context and where the summary sits in it) and
+``candidates.jsonl`` (one ``CandidateLine`` per candidate). Both are appended and flushed as
+work finishes; a rerun reuses a case's stored request and asks only the ``(case, index)``
+missing or errored (the last line per key wins), so a larger N adds the missing indices.
+Candidates of another temperature or model in the directory are refused, not mixed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import BudgetExceeded, ConfigurationError, SummarizerError
+from ..core.facts import render_ledger
+from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
+from ..core.rewards import facts_from_records
+from ..core.summary_records import SummaryRecord, request_prompt
+from ..core.summary_request import summary_message
+from ..loaders.prompts import load_prompt
+from ..loaders.tokenizers import make_counter
+from ..rewards import SummaryReward
+from .candidate_files import (
+    CANDIDATES_FILE,
+    REQUESTS_FILE,
+    Appender,
+    CandidateLine,
+    CandidateRequest,
+    rank_stored,
+    read_candidates,
+    read_jsonl,
+)
+from .compaction import CompactionInput, SummaryClient
+from .dataset import Case, GoldFact
+from .engine_strategies import DEFAULT_LEDGER_TOKENS, engine_config, run_engine
+from .evaluate import DEFAULT_AGENT_MODEL, RowSettings, case_budget
+from .metrics import context_text, gold_fact_recall
+from .ranking import RankingSummary
+
+logger = logging.getLogger("summarizer.eval")
+
+
+@dataclass(frozen=True)
+class CandidateSettings:
+    """What the candidates of a run depend on."""
+
+    row: RowSettings
+    """The run's row settings: budget, model, window, prompts, summary cap."""
+    count: int
+    temperature: float
+    out: Path
+    concurrency: int = 4
+
+
+@dataclass
+class CandidatesOutcome:
+    """What the candidates came to."""
+
+    ranking: RankingSummary
+    computed: int
+    errors: int
+    notes: list[str]
+    """Cases without candidates, and why."""
+
+
+def validate_candidates(count: int, temperature: float) -> None:
+    """``ConfigurationError`` unless ``count`` is 0 (off), or at least 2 with ``temperature``
+    above 0."""
+    if count == 0:
+        return
+    if count < 2:
+        raise ConfigurationError(f"--candidates must be 0 (off) or at least 2, got {count}")
+    if temperature <= 0:
+        raise ConfigurationError(
+            f"--temperature must be above 0 with --candidates, got {temperature}"
+        )
+
+
+def candidate_body(body: dict[str, Any], temperature: float, seed: int) -> dict[str, Any]:
+    """``body`` with ``temperature`` and ``seed`` added and nothing else changed."""
+    return {**body, "temperature": temperature, "seed": seed}
+
+
+class _FirstCall:
+    """Performs the engine's calls, its first summary request as candidate 0."""
+
+    def __init__(self, client: SummaryClient, temperature: float) -> None:
+        self.client = client
+        self.temperature = temperature
+        self.body: dict[str, Any] | None = None
+        self.outcome: SummaryOutcome | None = None
+
+    def __call__(self, call: SummarizeCall) -> SummaryOutcome:
+        if self.body is not None or call.attempt != "first":
+            return self.client(call)
+        self.body = call.body
+        asked = SummarizeCall(
+            body=candidate_body(call.body, self.temperature, 0), recall=call.recall
+        )
+        self.outcome = self.client(asked)
+        return self.outcome
+
+
+def _summary_position(case: Case, result: PrepareResult, record: SummaryRecord) -> int | None:
+    """Where the message standing for ``record``'s run is in the compacted context."""
+    if result.event is None:
+        return None
+    raw = {id(m) for m in case.messages}
+    inserted = [
+        i for i, m in enumerate(result.messages) if id(m) not in raw and m.get("role") == "user"
+    ]
+    for (start, end), position in zip(result.event.replaced, inserted, strict=False):
+        if (start, end) == (record.start, record.end):
+            return position
+    return None
+
+
+def engine_request(
+    case: Case, settings: RowSettings, client: SummaryClient, temperature: float
+) -> tuple[CandidateRequest | None, SummaryOutcome | None, str | None]:
+    """The ``self-summary`` engine run of ``case``, its first answer asked as candidate 0:
+    the case's request (None, with why, when it has none) and that answer."""
+    model = settings.model or case.model or DEFAULT_AGENT_MODEL
+    counter = make_counter(model)
+    before, budget = case_budget(settings, counter, case)
+    if before <= budget:
+        return None, None, f"{case.id}: fits its budget, no summary request"
+    job = CompactionInput(
+        case=case,
+        budget_tokens=budget,
+        counter=counter,
+        agent_model=model,
+        client=client,
+        context_window=settings.context_window,
+        prompt_version=settings.prompt_version,
+        max_summary_tokens=settings.max_summary_tokens,
+        summary_cap_field=settings.summary_cap_field,
+    )
+    config = engine_config(
+        job, ledger_max_tokens=DEFAULT_LEDGER_TOKENS, max_summary_tokens=settings.max_summary_tokens
+    )
+    first = _FirstCall(client, temperature)
+    try:
+        result, _ = run_engine(job, config, first)
+    except BudgetExceeded as exc:
+        return None, None, f"{case.id}: infeasible at this budget ({exc})"
+    except (SummarizerError, ValueError) as exc:
+        return None, None, f"{case.id}: {type(exc).__name__}: {exc} (retried on the next run)"
+    body = first.body
+    record = next((r for r in result.summary_records if r.attempts[0].request == body), None)
+    if body is None or record is None:
+        return None, None, f"{case.id}: the engine asked no summary"
+    position = _summary_position(case, result, record)
+    if position is None:
+        return None, None, f"{case.id}: the run's summary message was not found"
+    request = CandidateRequest(
+        case_id=case.id,
+        request=json.loads(json.dumps(body)),
+        record=record,
+        messages=json.loads(json.dumps(result.messages)),
+        position=position,
+    )
+    return request, first.outcome, None
+
+
+class CaseScorer:
+    """Scores the candidates of one case against its stored request."""
+
+    def __init__(self, case: Case, request: CandidateRequest, settings: RowSettings) -> None:
+        self.case = case
+        self.request = request
+        self.reward = SummaryReward(model=settings.model or case.model or DEFAULT_AGENT_MODEL)
+        self.frame = load_prompt("summary_frame", settings.prompt_version)
+        self.ledger = render_ledger(facts_from_records(request.record.facts))
+        engine_text = str(request.messages[request.position].get("content") or "")
+        marker = self.ledger.strip()
+        # What the engine's message carries after its ledger (the recall index, when on).
+        self.tail = (
+            engine_text[engine_text.rindex(marker) + len(marker) :]
+            if marker and marker in engine_text
+            else ""
+        )
+        kept = [m for i, m in enumerate(request.messages) if i != request.position]
+        without = gold_fact_recall(context_text(kept), case.facts)
+        missed = {fact.id for fact in without.missed}
+        self.missed: list[GoldFact] = [f for f in case.facts if f.id in missed]
+
+    def message(self, summary: str) -> dict[str, Any]:
+        """The run's summary message with ``summary`` as its text."""
+        message = summary_message(summary, self.ledger, self.frame)
+        return {**message, "content": f"{message['content']}{self.tail}"}
+
+    def context(self, summary: str) -> str:
+        """The compacted context's text with ``summary`` as the run's summary."""
+        messages = list(self.request.messages)
+        messages[self.request.position] = self.message(summary)
+        return context_text(messages)
+
+    def line(self, index: int, temperature: float, outcome: SummaryOutcome) -> CandidateLine:
+        """Candidate ``index``'s line from the model's answer."""
+        body = self.request.request
+        line = CandidateLine(
+            case_id=self.case.id,
+            index=index,
+            temperature=temperature,
+            seed=index,
+            model=str(body.get("model", "")),
+            request=body,
+            finish_reason=outcome.finish_reason,
+            error=outcome.error,
+        )
+        if outcome.error is not None:
+            return line
+        text = (outcome.text or "").strip()
+        record = self.request.record
+        scored = self.reward.score(
+            request_prompt(body),
+            text or None,
+            facts=record.facts,
+            cap=record.cap,
+            finish_reason=outcome.finish_reason,
+        )
+        gold = gold_fact_recall(self.context(text), self.case.facts)
+        own = gold_fact_recall(text, self.missed) if self.missed else None
+        return line.model_copy(
+            update={
+                "summary": text,
+                "tokens": scored.tokens,
+                "reward": scored.reward,
+                "parts": scored.parts(),
+                "gold_recall": gold.recall,
+                "summary_gold_recall": own.recall if own is not None else None,
+            }
+        )
+
+
+def _ask(
+    scorer: CaseScorer, client: SummaryClient, index: int, temperature: float
+) -> CandidateLine:
+    body = candidate_body(scorer.request.request, temperature, index)
+    return scorer.line(index, temperature, client(SummarizeCall(body=body)))
+
+
+def run_candidates(
+    settings: CandidateSettings, cases: Sequence[Case], client: SummaryClient
+) -> CandidatesOutcome:
+    """Ask and score the candidates of ``cases`` into ``settings.out`` (see the module doc)."""
+    out, row, temperature = settings.out, settings.row, settings.temperature
+    requests = read_jsonl(out / REQUESTS_FILE, CandidateRequest, lambda r: r.case_id)
+    done = {key for key, line in read_candidates(out).items() if line.error is None}
+    notes: list[str] = []
+    lines: list[CandidateLine] = []
+    request_file, candidate_file = Appender(out / REQUESTS_FILE), Appender(out / CANDIDATES_FILE)
+    try:
+        with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
+            fresh = [c for c in cases if c.id not in requests]
+            made = {
+                pool.submit(engine_request, case, row, client, temperature): case for case in fresh
+            }
+            for future in as_completed(made):
+                case = made[future]
+                request, outcome, note = future.result()
+                if request is None:
+                    notes.append(note or f"{case.id}: no summary request")
+                    continue
+                request_file.write(request)
+                requests[case.id] = request
+                if outcome is not None and (case.id, 0) not in done:
+                    line = CaseScorer(case, request, row).line(0, temperature, outcome)
+                    candidate_file.write(line)
+                    lines.append(line)
+                    if line.error is None:
+                        done.add((case.id, 0))
+            scorers = {c.id: CaseScorer(c, requests[c.id], row) for c in cases if c.id in requests}
+            asked = [
+                pool.submit(_ask, scorer, client, index, temperature)
+                for case_id, scorer in scorers.items()
+                for index in range(settings.count)
+                if (case_id, index) not in done
+            ]
+            for answered in as_completed(asked):
+                line = answered.result()
+                candidate_file.write(line)
+                lines.append(line)
+    finally:
+        request_file.close()
+        candidate_file.close()
+    return CandidatesOutcome(
+        ranking=rank_stored(out, cases, settings.count),
+        computed=len(lines),
+        errors=sum(line.error is not None for line in lines),
+        notes=notes,
+    )
