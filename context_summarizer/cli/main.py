@@ -44,9 +44,10 @@ class Commands(LazyGroup):
             "Show one session: each compaction's summary, ledger, score, missed facts and tokens.",
         ),
         "export": LazyCommand(
-            ".sessions",
+            ".export",
             "export_command",
-            "Write recorded conversations as a `summarizer eval` dataset (needs `serve --record`).",
+            "Write recorded conversations as a `summarizer eval` dataset, or compactions as "
+            "training data (needs `serve --record`, or `--eval DIR`).",
         ),
         "convert": LazyCommand(
             ".convert",

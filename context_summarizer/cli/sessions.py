@@ -1,4 +1,5 @@
-"""``summarizer sessions``, ``show`` and ``export``: what the proxy did, read from its store.
+"""``summarizer sessions`` and ``show``: what the proxy did, read from its store (``export``
+writes it out).
 
 These are the operator's tools: they read the store directly, every tenant's sessions (each
 shown by a label made from its namespace hash, never a credential). The proxy's own endpoints
@@ -12,12 +13,11 @@ import json
 import re
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from ..core.activity import Recording, SessionRow, namespace_label, redact
+from ..core.activity import SessionRow, namespace_label
 from ..core.session_view import SessionView, row_json, view_json
 from ..stores.session_views import load_session_view
 from .printable import printable
@@ -43,7 +43,8 @@ def parse_since(text: str, now: float | None = None) -> float:
     return moment.timestamp()
 
 
-def _when(seconds: float) -> str:
+def when(seconds: float) -> str:
+    """Unix seconds as ``YYYY-MM-DD HH:MM:SS`` (UTC)."""
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
@@ -108,7 +109,7 @@ def _print_sessions(found: OpenStore, rows: list[SessionRow], since: str | None)
             str(row.compactions),
             f"{row.tokens_now:,}/{row.tokens_peak:,}/{row.window:,}",
             _share(row),
-            _when(row.last_seen),
+            when(row.last_seen),
         )
         for row in rows
     ]
@@ -159,7 +160,7 @@ def _print_view(view: SessionView) -> None:
             f"  {row.requests} requests, {row.compactions} compactions, "
             f"model {printable(row.model)}; "
             f"tokens now {row.tokens_now:,}, peak {row.tokens_peak:,}, window {row.window:,}; "
-            f"cached {_share(row)}; {_when(row.first_seen)} to {_when(row.last_seen)} UTC"
+            f"cached {_share(row)}; {when(row.first_seen)} to {when(row.last_seen)} UTC"
         )
     if view.recall_calls:
         spans = ", ".join(f"{span} ({times})" for span, times in view.recalled.items())
@@ -176,7 +177,7 @@ def _print_view(view: SessionView) -> None:
             latency += " waited: drafted ahead of time"
         typer.echo("")
         typer.echo(
-            f"compaction {number} at {_when(compaction.created_at)} UTC "
+            f"compaction {number} at {when(compaction.created_at)} UTC "
             f"({printable(compaction.trigger)}{latency}): {compaction.tokens_before:,} -> "
             f"{compaction.tokens_after:,} tokens, summary names {named} of the ledger's facts, "
             f"summary by {printable(compaction.summary_model)}"
@@ -199,67 +200,3 @@ def _print_view(view: SessionView) -> None:
     if not view.recorded:
         typer.echo("")
         typer.echo("  (conversation not recorded: run the proxy with --record to keep it)")
-
-
-def export_command(
-    session: Annotated[
-        str | None, typer.Argument(help="The session to export (or --all).", show_default=False)
-    ] = None,
-    export_all: Annotated[bool, typer.Option("--all", help="Every recorded session.")] = False,
-    out: Annotated[Path, typer.Option(help="The JSONL file to write.")] = Path("cases.jsonl"),
-    store: StoreOption = None,
-) -> None:
-    """Write recorded conversations as a `summarizer eval` dataset (needs `serve --record`)."""
-    if (session is None) == (not export_all):
-        typer.echo("error: name one SESSION or pass --all", err=True)
-        raise typer.Exit(2)
-    with opened(store) as stores:
-        cases = [
-            _case(each.log, recording)
-            for each in stores
-            for recording in each.log.recordings(session=session)
-        ]
-    if not cases:
-        typer.echo(
-            "error: no recorded conversation"
-            + (f" for session {session!r}" if session else "")
-            + " (the proxy records only with --record)",
-            err=True,
-        )
-        raise typer.Exit(1)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as handle:
-        for case in cases:
-            handle.write(json.dumps(case) + "\n")
-    typer.echo(f"wrote {len(cases)} case(s) to {out}")
-
-
-def _case(log: Any, recording: Recording) -> dict[str, Any]:
-    """One recording as an evaluation case, with the proxy's latest summary as a given one."""
-    from ..evaluation.dataset import Case
-
-    label = namespace_label(recording.namespace)
-    checkpoints = log.list_session(recording.namespace, recording.session)
-    summaries = []
-    if checkpoints and checkpoints[-1].slots:
-        latest = checkpoints[-1]
-        covers = max(slot.end for slot in latest.slots)
-        text = redact("\n\n".join(slot.summary for slot in latest.slots if slot.summary))
-        if text and covers <= len(recording.messages):
-            summaries.append({"name": "proxy", "text": text, "covers": covers})
-    case = Case.model_validate(
-        {
-            "id": f"{label}-{recording.session}",
-            "messages": recording.messages,
-            "tools": recording.tools,
-            "model": recording.model,
-            "summaries": summaries,
-            "metadata": {
-                "source": "summarizer export",
-                "namespace": label,
-                "session": recording.session,
-                "recorded_at": _when(recording.at),
-            },
-        }
-    )
-    return case.model_dump(mode="json", exclude_none=True)

@@ -6,6 +6,9 @@ Each file is read as one of ``FORMATS``, decided by what it holds (its name is n
 - an **evaluation dataset** (JSONL, one ``dataset.Case`` per line; a file ``summarizer export``
   wrote is one too, told apart by its cases' ``metadata.source``). Lines that do not validate are
   skipped and reported, as ``dataset.load_dataset`` does;
+- **training data** ``summarizer export --format sft|preference|reward`` wrote (with its
+  metadata): each line a case whose given summaries are the line's answers
+  (``converters.training``);
 - a **Claude Code session** (JSONL of ``user``/``assistant``/... records with a ``message``);
 - a **mini-swe-agent trajectory** (one object with ``messages`` and ``trajectory_format``
   ``mini-swe-agent*`` or ``info.mini_version``);
@@ -30,11 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConversionError
+from .converters.training import is_training_line, read_training_lines
 from .dataset import Case, LineError, parse_lines
 
 FORMATS: Mapping[str, str] = {
     "dataset": "an evaluation dataset",
     "export": "a summarizer export",
+    "training": "summarizer training data",
     "claude-code": "a Claude Code session",
     "mini-swe-agent": "a mini-swe-agent trajectory",
     "swe-agent": "a SWE-agent trajectory",
@@ -187,6 +192,8 @@ def _sidechain_only(records: Sequence[Any]) -> bool:
 
 def _document_format(data: Any) -> str:
     """The format of a file that parsed as one JSON document; ``_Unreadable`` when none fits."""
+    if is_training_line(data):
+        return "training"
     if isinstance(data, Mapping):
         if isinstance(data.get("history"), list) or isinstance(data.get("trajectory"), list):
             return "swe-agent"
@@ -221,6 +228,8 @@ def _lines_format(documents: Sequence[Any]) -> str:
         return "claude-code"
     if any(_is_case(d) for d in documents):
         return "dataset"
+    if all(is_training_line(d) for d in documents):
+        return "training"
     if all(_is_chat_document(d) for d in documents):
         return "tau-bench" if any(_has_traj(d) for d in documents) else "chat"
     raise _Unreadable(f"JSON lines, the first {_looks_like(documents[0])}")
@@ -276,6 +285,9 @@ def _convert(path: Path, fmt: str) -> list[Case]:
         return [read_mini_swe_agent(path)]
     if fmt == "swe-agent":
         return [read_swe_agent(path)]
+    if fmt == "training":
+        lines = [json.loads(line) for line in _text_of(path).splitlines() if line.strip()]
+        return read_training_lines(lines, str(path))
     return read_chat(path)
 
 
