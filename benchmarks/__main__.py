@@ -5,6 +5,7 @@ python -m benchmarks --quick         # smoke mode: every code path, tiny sizes
 python -m benchmarks --only 1,3      # some sections
 python -m benchmarks --only 6        # the real model (the real-model extra; about 2.5 hours)
 python -m benchmarks --only 6 --written  # its table from the runs computed so far
+python -m benchmarks --only 12       # the reward ranking a real model's candidates (about 1 hour)
 
 A section not run is carried over from the file being replaced as it stands (it names the commit
 it was measured at), so ``--only`` never loses another section's figures.
@@ -36,13 +37,14 @@ from . import (
     quality,
     real_model,
     recall_cache,
+    reward_ranking,
     summary_model,
 )
 from .results import Floor, Section, markdown_table
 from .results_file import Carried, carried_sections
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11")
+SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12")
 DEFAULT_SECTIONS = "1,2,3,4,5,7,8,9,10,11"
 
 
@@ -189,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default=DEFAULT_SECTIONS,
-        help=f"comma-separated section numbers, 1 to 9 (default: {DEFAULT_SECTIONS})",
+        help=f"comma-separated section numbers, 1 to 12 (default: {DEFAULT_SECTIONS})",
     )
     parser.add_argument("--upstream", help="OpenAI-compatible base URL for section 5's models")
     parser.add_argument("--model", help="the model section 5's model strategies call")
@@ -203,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
     if not wanted or not wanted <= set(SECTIONS):
         # Before anything runs: a bad --only must not overwrite RESULTS.md with nothing.
-        parser.error(f"--only takes section numbers from 1 to 9, got {args.only!r}")
+        parser.error(f"--only takes section numbers from 1 to 12, got {args.only!r}")
     out_dir = args.out.resolve().parent
     out_dir.mkdir(parents=True, exist_ok=True)
     runners: list[tuple[str, ModuleType, Callable[[], Section]]] = [
@@ -239,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("9", recall_cache, lambda: recall_cache.run(quick=args.quick, out_dir=out_dir)),
         ("10", summary_model, lambda: summary_model.run(quick=args.quick, out_dir=out_dir)),
         ("11", install_size, lambda: install_size.run(quick=args.quick, out_dir=out_dir)),
+        ("12", reward_ranking, lambda: reward_ranking.run(quick=args.quick, out_dir=out_dir)),
     ]
     started = dt.datetime.now(dt.UTC)
     revision = commit()  # before the sections write their files into the checkout

@@ -166,16 +166,32 @@ def _body(ranking: RankingSummary, seconds: float, server: str, cases: int) -> s
             ]
         ],
     )
+    per_case = markdown_table(
+        ["case", "reward min..max", "Spearman vs summary gold", "vs gold", "pairs alike"],
+        [
+            [
+                case.case_id[:48],
+                f"{case.reward_min:.2f}..{case.reward_max:.2f}",
+                "n/a" if case.rho_summary is None else f"{case.rho_summary:.2f}",
+                "n/a" if case.rho_gold is None else f"{case.rho_gold:.2f}",
+                f"{case.agreeing}/{case.pairs}",
+            ]
+            for case in ranking.cases
+        ],
+    )
     return "\n".join(
         [
             table,
+            "",
+            per_case,
             "",
             f"{CANDIDATES} answers per case to the self-summary engine run's first summary "
             f"request, temperature {TEMPERATURE}, seeds 0-{CANDIDATES - 1}; {server}; runs cut "
             f"to {CUT_TOKENS:,} tokens, budget {BUDGET}, summary cap {MAX_SUMMARY_TOKENS}. "
             "Spearman: mean per case over the cases where both scores vary (how many in "
             "brackets). Summary gold recall: of the gold facts the compacted context misses "
-            "without the summary text, the share the candidate names. Pairs: candidate pairs "
+            "without the run's summary message (its text and its ledger), the share the "
+            "candidate's text names. Pairs: candidate pairs "
             "of a case that neither score ties, ordered alike by the reward and summary gold "
             "recall. Wall time: this run's (a resumed run counts only what it asked).",
         ]
