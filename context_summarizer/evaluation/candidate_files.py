@@ -19,7 +19,6 @@ from ..core.errors import ConfigurationError
 from ..core.summary_records import SummaryRecord
 from .dataset import Case
 from .ranking import RankingSummary, Scored, rank_cases
-from .summaries_file import ends_with_newline
 
 logger = logging.getLogger("summarizer.eval")
 
@@ -96,25 +95,6 @@ def check_candidates(out: Path, temperature: float, model: str | None) -> None:
                 f"{out / CANDIDATES_FILE} holds candidates at temperature {line.temperature} "
                 f"of {line.model!r}; use a new --out directory, or the same settings to resume"
             )
-
-
-class Appender:
-    """Appends lines to a JSONL file, flushed as written."""
-
-    def __init__(self, path: Path) -> None:
-        cut = path.exists() and path.stat().st_size > 0 and not ends_with_newline(path)
-        self._handle = path.open("a", encoding="utf-8")
-        if cut:  # a line cut short by an interrupted run must not swallow the next
-            self._handle.write("\n")
-
-    def write(self, item: BaseModel) -> None:
-        """Append ``item`` as one line."""
-        self._handle.write(item.model_dump_json() + "\n")
-        self._handle.flush()
-
-    def close(self) -> None:
-        """Close the file."""
-        self._handle.close()
 
 
 def scored(line: CandidateLine) -> Scored | None:

@@ -45,7 +45,6 @@ from ..rewards import SummaryReward
 from .candidate_files import (
     CANDIDATES_FILE,
     REQUESTS_FILE,
-    Appender,
     CandidateLine,
     CandidateRequest,
     rank_stored,
@@ -56,6 +55,7 @@ from .compaction import CompactionInput, SummaryClient
 from .dataset import Case, GoldFact
 from .engine_strategies import DEFAULT_LEDGER_TOKENS, engine_config, run_engine
 from .evaluate import DEFAULT_AGENT_MODEL, RowSettings, case_budget
+from .jsonl_files import JsonlAppender
 from .metrics import context_text, gold_fact_recall
 from .ranking import RankingSummary
 
@@ -272,7 +272,8 @@ def run_candidates(
     done = {key for key, line in read_candidates(out).items() if line.error is None}
     notes: list[str] = []
     lines: list[CandidateLine] = []
-    request_file, candidate_file = Appender(out / REQUESTS_FILE), Appender(out / CANDIDATES_FILE)
+    request_file = JsonlAppender(out / REQUESTS_FILE)
+    candidate_file = JsonlAppender(out / CANDIDATES_FILE)
     try:
         with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
             fresh = [c for c in cases if c.id not in requests]

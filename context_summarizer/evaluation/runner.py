@@ -35,6 +35,7 @@ from .candidates import CandidateSettings, CandidatesOutcome, run_candidates, va
 from .compaction import Strategy, SummaryClient
 from .dataset import Case
 from .evaluate import Evaluated, Evaluator, RowSettings, plan_jobs
+from .jsonl_files import JsonlAppender
 from .pricing import load_prices
 from .records import DEFAULT_MAX_SUMMARY_TOKENS, ResultRow, RowKey, RunConfig
 from .report import write_reports
@@ -237,27 +238,8 @@ def read_rows(path: Path) -> dict[RowKey, ResultRow]:
     return rows
 
 
-class RowWriter:
+class RowWriter(JsonlAppender):
     """Appends rows to the results file, one line each, flushed as written."""
-
-    def __init__(self, path: Path) -> None:
-        needs_newline = path.exists() and path.stat().st_size > 0 and _last_byte(path) != b"\n"
-        self._handle = path.open("a", encoding="utf-8")
-        if needs_newline:  # a line cut short by an interrupted run must not swallow the next
-            self._handle.write("\n")
-
-    def write(self, row: ResultRow) -> None:
-        self._handle.write(row.model_dump_json() + "\n")
-        self._handle.flush()
-
-    def close(self) -> None:
-        self._handle.close()
-
-
-def _last_byte(path: Path) -> bytes:
-    with path.open("rb") as handle:
-        handle.seek(-1, 2)
-        return handle.read(1)
 
 
 def make_client(upstream: str, api_key: str | None) -> SummaryClient:

@@ -24,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ..core.summary_records import SummaryRecord
+from .jsonl_files import JsonlAppender
 from .records import RowKey
 
 logger = logging.getLogger("summarizer.eval")
@@ -64,28 +65,15 @@ class SummaryRecordWriter:
     """Appends a row's records to ``summaries.jsonl``, flushed as written."""
 
     def __init__(self, out_dir: Path) -> None:
-        path = out_dir / SUMMARIES_FILE
-        cut = path.exists() and path.stat().st_size > 0 and not ends_with_newline(path)
-        self._handle = path.open("a", encoding="utf-8")
-        if cut:  # a line cut short by an interrupted run must not swallow the next
-            self._handle.write("\n")
+        self._file = JsonlAppender(out_dir / SUMMARIES_FILE)
 
     def write(self, key: RowKey, records: Sequence[SummaryRecord]) -> None:
         """Append ``records`` of the row ``key`` (nothing when there are none)."""
-        for line in summary_lines(key, records):
-            self._handle.write(line + "\n")
-        self._handle.flush()
+        self._file.write_lines(summary_lines(key, records))
 
     def close(self) -> None:
         """Close the file."""
-        self._handle.close()
-
-
-def ends_with_newline(path: Path) -> bool:
-    """Whether the (non-empty) file at ``path`` ends with a newline."""
-    with path.open("rb") as handle:
-        handle.seek(-1, 2)
-        return handle.read(1) == b"\n"
+        self._file.close()
 
 
 def read_summary_records(out_dir: Path) -> list[tuple[RowKey, SummaryRecord]]:

@@ -176,14 +176,7 @@ class SQLiteActivity:
         self, namespace: str | None = None, session: str | None = None
     ) -> list[Recording]:
         """The recorded conversations, oldest first."""
-        clauses, params = [], []
-        if namespace is not None:
-            clauses.append("namespace = ?")
-            params.append(namespace)
-        if session is not None:
-            clauses.append("session = ?")
-            params.append(session)
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = _where(namespace, session)
         with self._lock:
             self._check_open()
             rows = self._conn.execute(
@@ -212,17 +205,23 @@ class SQLiteActivity:
         self, namespace: str | None = None, session: str | None = None
     ) -> list[SummaryRecord]:
         """The kept summary records, oldest first (by ``at``, then as written)."""
-        clauses, params = [], []
-        if namespace is not None:
-            clauses.append("namespace = ?")
-            params.append(namespace)
-        if session is not None:
-            clauses.append("session = ?")
-            params.append(session)
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = _where(namespace, session)
         with self._lock:
             self._check_open()
             rows = self._conn.execute(
                 f"SELECT body FROM summary_records{where} ORDER BY at, seq", params
             ).fetchall()
         return [SummaryRecord.model_validate_json(body) for (body,) in rows]
+
+
+def _where(namespace: str | None, session: str | None) -> tuple[str, list[str]]:
+    """The ``WHERE`` clause (empty for None and None) and its parameters of a read by
+    namespace and session."""
+    clauses, params = [], []
+    if namespace is not None:
+        clauses.append("namespace = ?")
+        params.append(namespace)
+    if session is not None:
+        clauses.append("session = ?")
+        params.append(session)
+    return (f" WHERE {' AND '.join(clauses)}" if clauses else ""), params
