@@ -18,7 +18,6 @@ import typer
 
 from ..core.activity import Recording, namespace_label, redact
 from ..core.summary_records import SummaryRecord
-from ..core.tokens import TokenCounter
 from ..evaluation.training_data import (
     Answer,
     Origin,
@@ -76,9 +75,6 @@ def export_command(
             "refuse unknown keys."
         ),
     ] = True,
-    tokenizer: Annotated[
-        str, typer.Option(help="The tiktoken encoding that counts eval candidates' tokens.")
-    ] = "o200k_base",
     out: Annotated[Path, typer.Option(help="The JSONL file to write.")] = Path("cases.jsonl"),
     store: StoreOption = None,
 ) -> None:
@@ -105,9 +101,6 @@ def export_command(
             f"{nothing} (the proxy records only with --record)",
         )
         return
-    from ..loaders.tokenizers import make_counter
-
-    counter = make_counter("", tokenizer=tokenizer)
     lines: list[dict[str, Any]] = []
     tally = Tally()
     options = {"style": style, "metadata": metadata, "min_reward": min_reward, "tally": tally}
@@ -116,9 +109,9 @@ def export_command(
             records = [r for each in stores for r in each.log.summary_records(None, session)]
         for record in records:
             label = f"{namespace_label(record.namespace)}/{record.session}"
-            lines += _record_lines(record, label, "session", fmt, options, counter)
+            lines += _record_lines(record, label, "session", fmt, options)
     for directory in eval_dirs or []:
-        lines += _eval_lines(directory, fmt, options, counter)
+        lines += _eval_lines(directory, fmt, options)
     what = {"sft": "example(s)", "preference": "pair(s)", "reward": "scored answer(s)"}[fmt]
     nothing = "no summary records" + (f" for session {session!r}" if session else "")
     if from_store:
@@ -132,17 +125,16 @@ def _record_lines(
     kind: Literal["session", "eval"],
     fmt: TrainingFormat,
     options: dict[str, Any],
-    counter: TokenCounter,
 ) -> list[dict[str, Any]]:
     """The lines of one record's attempts."""
-    answers = [attempt_answer(record, a, counter) for a in record.attempts]
+    answers = [attempt_answer(record, a) for a in record.attempts]
     used_attempt = record.used
     used = next((a for a in answers if used_attempt and a.attempt == used_attempt.attempt), None)
     return list(group_lines(record_origin(label, record, kind), answers, used, fmt, **options))
 
 
 def _eval_lines(
-    directory: Path, fmt: TrainingFormat, options: dict[str, Any], counter: TokenCounter
+    directory: Path, fmt: TrainingFormat, options: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """The lines of an evaluator output directory: its records, then its candidates."""
     from ..evaluation.summaries_file import read_summary_records
@@ -154,7 +146,7 @@ def _eval_lines(
     for key, record in read_summary_records(directory):
         case_id, strategy, _, repeat = key
         label = f"{case_id}/{strategy}/{repeat}"
-        lines += _record_lines(record, label, "eval", fmt, options, counter)
+        lines += _record_lines(record, label, "eval", fmt, options)
     lines += _candidate_lines(directory, fmt, options)
     return lines
 

@@ -121,7 +121,7 @@ def score_reward(
     *,
     facts: Sequence[Fact],
     source: SummarySource,
-    counter: TokenCounter,
+    counter: TokenCounter | None,
     cap: int,
     finish_reason: str | None = None,
     tool_called: bool = False,
@@ -130,13 +130,16 @@ def score_reward(
 ) -> Reward:
     """The reward of ``summary`` (see the module docstring). ``brevity_weight`` (0 to 1): how
     much of the reward a summary that uses its whole cap loses. ``tokens``: the summary's
-    tokens as already counted (a record's), else ``counter`` counts them."""
+    tokens as already counted (a record's), else ``counter`` counts them (one of the two must
+    be given)."""
     if not 0.0 <= brevity_weight <= 1.0:
         raise ValueError(f"brevity_weight must be between 0 and 1, got {brevity_weight}")
     if cap <= 0:
         raise ValueError(f"the summary's cap must be positive, got {cap}")
     text = (summary or "").strip()
     if tokens is None:
+        if counter is None:
+            raise ValueError("score_reward needs the summary's tokens or a counter")
         tokens = counter.count_text(text) if text else 0
     problem = summary_problem(
         text or None,

@@ -37,7 +37,6 @@ from ..core.rewards import (
     summary_source,
 )
 from ..core.summary_records import SummaryAttempt, SummaryRecord
-from ..core.tokens import TokenCounter
 
 TrainingFormat = Literal["sft", "preference", "reward"]
 Style = Literal["openai", "trl"]
@@ -81,17 +80,18 @@ class Tally:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
 
-def attempt_answer(record: SummaryRecord, attempt: SummaryAttempt, counter: TokenCounter) -> Answer:
-    """``attempt`` of ``record`` with its reward (the record's facts, cap and counted tokens)."""
+def attempt_answer(record: SummaryRecord, attempt: SummaryAttempt) -> Answer:
+    """``attempt`` of ``record`` with its reward: the record's facts and cap, and the answer's
+    tokens as the engine counted them."""
     prefix, instruction = split_request(attempt.request.get("messages") or [])
     reward = score_reward(
         attempt.summary,
         facts=facts_from_records(record.facts),
         source=summary_source(prefix, instruction or ""),
-        counter=counter,
+        counter=None,
         cap=record.cap,
         finish_reason=attempt.finish_reason,
-        tokens=attempt.tokens if attempt.summary else None,
+        tokens=attempt.tokens,
     )
     return Answer(attempt.request, attempt.summary or "", reward, attempt.attempt)
 
