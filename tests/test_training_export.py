@@ -101,11 +101,45 @@ def _export(recorded: dict[str, Any], tmp_path: Path, fmt: str, *extra: str) -> 
     return [json.loads(line) for line in text.splitlines()]
 
 
-def _load_as_a_trainer_would(path: Path, tmp_path: Path) -> Any:
-    datasets = pytest.importorskip("datasets")
-    return datasets.load_dataset(
+ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+def _check_chat_schema(line: dict[str, Any]) -> None:
+    """A line in the chat fine-tuning formats: each conversation a list of messages with a
+    known role, each answer exactly one assistant message with text."""
+    conversations = [
+        line.get("messages"),
+        line.get("prompt"),
+        (line.get("input") or {}).get("messages"),
+    ]
+    answers = [
+        line.get(k)
+        for k in ("completion", "chosen", "rejected", "preferred_output", "non_preferred_output")
+    ]
+    for conversation in filter(None, conversations):
+        assert isinstance(conversation, list) and conversation
+        assert all(isinstance(m, dict) and m.get("role") in ROLES for m in conversation)
+    for answer in filter(None, answers):
+        assert isinstance(answer, list) and len(answer) == 1
+        assert answer[0]["role"] == "assistant" and isinstance(answer[0]["content"], str)
+    if "messages" in line:
+        assert line["messages"][-1]["role"] == "assistant"
+
+
+def _load_as_a_trainer_would(path: Path, tmp_path: Path) -> tuple[int, set[str]]:
+    """Rows and columns of ``path`` as Hugging Face ``datasets`` loads it (the schema checked
+    line by line all the same, and alone where ``datasets`` is not installed)."""
+    lines = [json.loads(text) for text in path.read_text().splitlines()]
+    for line in lines:
+        _check_chat_schema(line)
+    try:
+        import datasets
+    except ImportError:
+        return len(lines), {key for line in lines for key in line}
+    loaded = datasets.load_dataset(
         "json", data_files=str(path), split="train", cache_dir=str(tmp_path / "hf")
     )
+    return loaded.num_rows, set(loaded.column_names)
 
 
 def test_sft_pairs_each_first_summary_request_as_sent_with_the_summary_used(
@@ -125,8 +159,8 @@ def test_sft_pairs_each_first_summary_request_as_sent_with_the_summary_used(
     assert repaired["metadata"]["verdict"] == "repaired"
     assert repaired["metadata"]["attempt"] == "strict"
     assert accepted["metadata"]["verdict"] == "accepted"
-    loaded = _load_as_a_trainer_would(tmp_path / "sft.jsonl", tmp_path)
-    assert loaded.num_rows == 2 and {"messages", "tools", "metadata"} <= set(loaded.column_names)
+    rows, columns = _load_as_a_trainer_would(tmp_path / "sft.jsonl", tmp_path)
+    assert rows == 2 and {"messages", "tools", "metadata"} <= columns
     trl = _export(recorded, tmp_path, "sft", "--style", "trl", "--no-metadata")
     assert all(set(line) == {"prompt", "completion", "tools"} for line in trl)
 
@@ -143,8 +177,8 @@ def test_preference_chooses_the_repaired_summary_over_the_echo(
     assert meta["chosen"]["attempt"] == "strict" and meta["rejected"]["attempt"] == "first"
     assert meta["rejected"]["parts"]["problem"] == "echo" and meta["rejected"]["reward"] == 0.0
     assert meta["chosen"]["reward"] > 0.5
-    loaded = _load_as_a_trainer_would(tmp_path / "preference.jsonl", tmp_path)
-    assert loaded.num_rows == 1
+    rows, columns = _load_as_a_trainer_would(tmp_path / "preference.jsonl", tmp_path)
+    assert rows == 1 and {"input", "preferred_output", "non_preferred_output"} <= columns
     (trl,) = _export(recorded, tmp_path, "preference", "--style", "trl")
     assert trl["prompt"] == pair["input"]["messages"]
     assert trl["chosen"] == pair["preferred_output"]
@@ -170,10 +204,8 @@ def test_reward_lines_score_every_answer_as_a_trainer_recomputes_it(
         cap=[line["cap"] for line in lines],
     )
     assert recomputed == pytest.approx([line["reward"] for line in lines], abs=0.01)
-    loaded = _load_as_a_trainer_would(tmp_path / "reward.jsonl", tmp_path)
-    assert loaded.num_rows == 3 and {"prompt", "completion", "reward", "label"} <= set(
-        loaded.column_names
-    )
+    rows, columns = _load_as_a_trainer_would(tmp_path / "reward.jsonl", tmp_path)
+    assert rows == 3 and {"prompt", "completion", "reward", "label"} <= columns
 
 
 def test_an_export_round_trips_through_the_evaluator(
