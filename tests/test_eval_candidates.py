@@ -21,7 +21,7 @@ from context_summarizer.evaluation.candidates import CaseScorer
 from context_summarizer.evaluation.dataset import Case, GoldFact, write_dataset
 from context_summarizer.evaluation.evaluate import RowSettings
 from context_summarizer.evaluation.summaries_file import SUMMARIES_FILE, read_summary_records
-from context_summarizer.testing import Fault, TestUpstream
+from context_summarizer.testing import Fault, TestUpstream, weak_summary_responder
 
 from .eval_responders import EvalResponder, seeded_summary_responder
 from .test_eval_runner import invoke
@@ -208,3 +208,22 @@ def test_summary_records_are_written_and_a_recomputed_row_replaces_its_own(
         assert attempt.error is None and attempt.summary
         assert attempt.request in summary_bodies  # exactly as sent
         assert attempt.request["max_completion_tokens"] == record.cap
+
+
+def test_a_refused_candidate_costs_no_strict_retry_and_scores_zero(tmp_path: Path) -> None:
+    # The candidates need only the first summary request: when its answer is refused (here an
+    # echo of the instruction), the engine's strict retry is not sent to the model.
+    out = tmp_path / "run"
+    echo = weak_summary_responder("echo", repair=False)
+    with TestUpstream(responder=EvalResponder(summarize=echo)) as upstream:
+        result = invoke(
+            dataset(tmp_path, count=1),
+            *model_args(upstream, out, "-s", "truncate", "--candidates", "2"),
+        )
+        bodies = [json.dumps(r.body) for r in upstream.requests if r.body]
+    assert result.exit_code == 0, result.output
+    assert len(bodies) == 2 and not any("could not be used" in body for body in bodies)
+    lines = lines_of(out)
+    assert [line.index for line in sorted(lines, key=lambda x: x.index)] == [0, 1]
+    for line in lines:
+        assert line.parts is not None and line.parts["problem"] == "echo" and line.reward == 0.0

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -103,8 +104,14 @@ def candidate_body(body: dict[str, Any], temperature: float, seed: int) -> dict[
     return {**body, "temperature": temperature, "seed": seed}
 
 
+NOT_ASKED = "not asked: the candidates need only the first summary request"
+"""What the engine's strict retries are answered with in a candidates run (no model call)."""
+
+
 class _FirstCall:
-    """Performs the engine's calls, its first summary request as candidate 0."""
+    """Performs the engine's first summary request as candidate 0; a strict retry is answered
+    with ``NOT_ASKED`` (it would cost a generation the candidates never use), and a later
+    run's first request goes to the model as usual."""
 
     def __init__(self, client: SummaryClient, temperature: float) -> None:
         self.client = client
@@ -113,7 +120,9 @@ class _FirstCall:
         self.outcome: SummaryOutcome | None = None
 
     def __call__(self, call: SummarizeCall) -> SummaryOutcome:
-        if self.body is not None or call.attempt != "first":
+        if call.attempt != "first":
+            return SummaryOutcome(error=NOT_ASKED)
+        if self.body is not None:
             return self.client(call)
         self.body = call.body
         asked = SummarizeCall(
@@ -266,45 +275,51 @@ def _ask(
 def run_candidates(
     settings: CandidateSettings, cases: Sequence[Case], client: SummaryClient
 ) -> CandidatesOutcome:
-    """Ask and score the candidates of ``cases`` into ``settings.out`` (see the module doc)."""
-    out, row, temperature = settings.out, settings.row, settings.temperature
+    """Ask and score the candidates of ``cases`` into ``settings.out`` (see the module doc).
+
+    Each case is one task: its engine run (unless its request is stored), then its missing
+    candidates one after the other, so a server's prompt cache still holds the request's
+    prefix when the next candidate is asked. ``concurrency`` cases run at once."""
+    out = settings.out
     requests = read_jsonl(out / REQUESTS_FILE, CandidateRequest, lambda r: r.case_id)
     done = {key for key, line in read_candidates(out).items() if line.error is None}
     notes: list[str] = []
     lines: list[CandidateLine] = []
+    lock = threading.Lock()
     request_file = JsonlAppender(out / REQUESTS_FILE)
     candidate_file = JsonlAppender(out / CANDIDATES_FILE)
+
+    def keep(line: CandidateLine) -> None:
+        with lock:
+            candidate_file.write(line)
+            lines.append(line)
+
+    def one_case(case: Case) -> None:
+        request = requests.get(case.id)
+        if request is None:
+            request, outcome, note = engine_request(
+                case, settings.row, client, settings.temperature
+            )
+            if request is None:
+                with lock:
+                    notes.append(note or f"{case.id}: no summary request")
+                return
+            with lock:
+                request_file.write(request)
+            scorer = CaseScorer(case, request, settings.row)
+            if outcome is not None and (case.id, 0) not in done:
+                keep(scorer.line(0, settings.temperature, outcome))
+                done.add((case.id, 0))
+        else:
+            scorer = CaseScorer(case, request, settings.row)
+        for index in range(settings.count):
+            if (case.id, index) not in done:
+                keep(_ask(scorer, client, index, settings.temperature))
+
     try:
         with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
-            fresh = [c for c in cases if c.id not in requests]
-            made = {
-                pool.submit(engine_request, case, row, client, temperature): case for case in fresh
-            }
-            for future in as_completed(made):
-                case = made[future]
-                request, outcome, note = future.result()
-                if request is None:
-                    notes.append(note or f"{case.id}: no summary request")
-                    continue
-                request_file.write(request)
-                requests[case.id] = request
-                if outcome is not None and (case.id, 0) not in done:
-                    line = CaseScorer(case, request, row).line(0, temperature, outcome)
-                    candidate_file.write(line)
-                    lines.append(line)
-                    if line.error is None:
-                        done.add((case.id, 0))
-            scorers = {c.id: CaseScorer(c, requests[c.id], row) for c in cases if c.id in requests}
-            asked = [
-                pool.submit(_ask, scorer, client, index, temperature)
-                for case_id, scorer in scorers.items()
-                for index in range(settings.count)
-                if (case_id, index) not in done
-            ]
-            for answered in as_completed(asked):
-                line = answered.result()
-                candidate_file.write(line)
-                lines.append(line)
+            for future in as_completed([pool.submit(one_case, case) for case in cases]):
+                future.result()
     finally:
         request_file.close()
         candidate_file.close()
