@@ -110,6 +110,22 @@ def main() -> None:
     report = json.loads((out / "run.json").read_text())
     say(f"eval wrote run.json ({len(report)} keys)")
 
+    # The reward, with the instruction from the wheel's own prompt files.
+    code = (
+        "from context_summarizer import reward\n"
+        "from context_summarizer.rewards import with_instruction\n"
+        "chat = [{'role': 'user', 'content': 'Fix it.'}, {'role': 'assistant', 'content': "
+        "'Ran pytest tests/test_app.py: FAILED tests/test_app.py::test_save'}]\n"
+        "print(reward(with_instruction(chat), 'Ran pytest tests/test_app.py; "
+        "tests/test_app.py::test_save fails.').reward)"
+    )
+    scored = subprocess.run(
+        [sys.executable, "-c", code], cwd=home, env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    if not 0.5 < float(scored) <= 1.0:
+        raise SystemExit(f"reward() scored a good summary {scored}")
+    say(f"reward() scored a summary {scored}")
+
 
 if __name__ == "__main__":
     main()
