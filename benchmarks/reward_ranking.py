@@ -28,7 +28,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from context_summarizer.evaluation.candidate_files import rank_stored
+from context_summarizer.evaluation.candidate_files import (
+    CandidateLine,
+    rank_stored,
+    read_candidates,
+)
 from context_summarizer.evaluation.dataset import Case, write_dataset
 from context_summarizer.evaluation.inputs import read_inputs
 from context_summarizer.evaluation.ranking import Mean, RankingSummary
@@ -108,7 +112,46 @@ def run(
     seconds = time.monotonic() - started
     ranking = rank_stored(work, cases, CANDIDATES)
     command = COMMAND + (" --quick" if quick else "")
-    return Section(title=TITLE, command=command, body=_body(ranking, seconds, server, len(cases)))
+    body = _body(ranking, seconds, server, len(cases))
+    gate = _gate_table([c for c in read_candidates(work).values() if c.case_id in ids(cases)])
+    return Section(title=TITLE, command=command, body=f"{body}\n\n{gate}")
+
+
+def ids(cases: Sequence[Case]) -> set[str]:
+    """The cases' ids."""
+    return {case.id for case in cases}
+
+
+def _gate_table(lines: Sequence[CandidateLine]) -> str:
+    """The candidates by what the online gate makes of them: how many, their mean reward facts
+    part and their mean summary gold recall (where measured)."""
+    groups: dict[str, list[CandidateLine]] = {}
+    for line in lines:
+        if line.error is None and line.parts is not None:
+            problem = line.parts.get("problem")
+            groups.setdefault(f"refused: {problem}" if problem else "usable", []).append(line)
+
+    def mean(values: Sequence[float | None]) -> str:
+        found = [v for v in values if v is not None]
+        return "n/a" if not found else f"{sum(found) / len(found):.2f} ({len(found)})"
+
+    rows = [
+        [
+            name,
+            str(len(group)),
+            mean([(g.parts or {}).get("facts") for g in group]),
+            mean([g.summary_gold_recall for g in group]),
+        ]
+        for name, group in sorted(groups.items(), key=lambda item: (item[0] != "usable", item[0]))
+    ]
+    table = markdown_table(
+        ["the online gate", "candidates", "mean facts part", "mean summary gold recall"], rows
+    )
+    return (
+        f"{table}\n\nEvery candidate by what the online gate would make of it (a refused one "
+        "earns 0 whatever it names): the mean share of the run's ledger facts it names, and of "
+        "the gold facts its summary message stands for (how many measured in brackets)."
+    )
 
 
 def _evaluate(cases: Sequence[Case], work: Path, upstream: str, model: str) -> None:

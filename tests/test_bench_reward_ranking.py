@@ -30,5 +30,6 @@ def test_the_section_ranks_each_cases_candidates_and_resumes(tmp_path: Path) -> 
     body = section.body
     assert "| cases | candidates | mean reward spread |" in body
     assert "Spearman vs summary gold" in body  # the per-case table
+    assert "| the online gate | candidates |" in body and "usable" in body
     assert (work / "candidates.jsonl").read_text().count("\n") >= reward_ranking.CANDIDATES
     assert again.body.split("\n")[:4] == body.split("\n")[:4]
