@@ -314,3 +314,12 @@ def test_an_evaluator_runs_summaries_and_candidates_export_as_training_data(
     for row in recall:
         line = rows[int(row["case_id"].rsplit("#", 1)[1]) - 1]
         assert row["gold"]["recall"] == pytest.approx(line["metadata"]["parts"]["facts"])
+
+
+def test_the_default_file_is_named_after_the_format(
+    recorded: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run("export", "--all", "--format", "reward", "--store", str(recorded["db"]))
+    assert result.exit_code == 0 and "to reward.jsonl" in result.output
+    assert (tmp_path / "reward.jsonl").read_text().count("\n") == 3

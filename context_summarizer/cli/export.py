@@ -75,11 +75,15 @@ def export_command(
             "refuse unknown keys."
         ),
     ] = True,
-    out: Annotated[Path, typer.Option(help="The JSONL file to write.")] = Path("cases.jsonl"),
+    out: Annotated[
+        Path | None,
+        typer.Option(help="The JSONL file to write.", show_default="FORMAT.jsonl, e.g. sft.jsonl"),
+    ] = None,
     store: StoreOption = None,
 ) -> None:
     """Write recorded conversations as a `summarizer eval` dataset, or compactions as training
     data (needs `serve --record`, or `--eval DIR`)."""
+    out = out if out is not None else Path(f"{fmt}.jsonl")
     from_store = session is not None or export_all
     if session is not None and export_all:
         typer.echo("error: name one SESSION or pass --all, not both", err=True)
