@@ -4,17 +4,18 @@ recall does?
 The shared agent runs (the 31 mini-swe-agent SWE-bench runs, then the Claude Code sessions and
 SWE-agent trajectories that still hold a task and an exchange once cut) are cut to what a small
 window holds (``real_model_cases.cut_case``: ``CUT_TOKENS`` of conversation, the gold facts
-that part states). Each cut run goes through ``summarizer eval --candidates 4 --temperature
-1.0`` with Qwen2.5-Coder-0.5B behind llama.cpp: the self-summary engine run's first summary
-request is answered four times (seeds 0-3), and each answer scored by the reward (the online
-gate's facts and cap) and by gold recall, whole and the summary's own part. Reported: cases,
-candidates, the mean per-case spread of the reward, the mean per-case Spearman correlation of
-the reward (and of its facts part alone) with the summary's gold recall and of the reward with
-whole gold recall, the share of candidate pairs ordered alike, and the wall time.
+that part states); the first ``MAX_CASES`` are taken. Each goes through ``summarizer eval
+--candidates 4 --temperature 1.0`` with Qwen2.5-Coder-0.5B behind llama.cpp: the self-summary
+engine run's first summary request is answered four times (seeds 0-3), and each answer scored by
+the reward (the online gate's facts and cap) and by gold recall, whole and the summary's own
+part. Reported: cases, candidates, the mean per-case spread of the reward, the mean per-case
+Spearman correlation of the reward (and of its facts part alone) with the summary's gold recall
+and of the reward with whole gold recall, the share of candidate pairs ordered alike, each case,
+the candidates by what the online gate makes of them, and the wall time.
 
-Needs the ``real-model`` extra (the model and llama.cpp's server). About 2 to 3 minutes a case
-on 2 cores (one cold prefill, then four answers of at most 256 tokens); ``--quick`` takes 3
-cases. The run directory is ``--work`` (default ``benchmarks/.reward-ranking``): candidates are
+Needs the ``real-model`` extra (the model and llama.cpp's server). About 3 minutes a case on 2
+cores (one cold prefill, then four answers of at most ``SUMMARY_CAP`` tokens); ``--quick`` takes
+3 cases. The run directory is ``--work`` (default ``benchmarks/.reward-ranking``): candidates are
 written as they are answered and a rerun resumes.
 
     python -m benchmarks.reward_ranking [--quick] [--work DIR] [--upstream URL]
@@ -39,7 +40,7 @@ from context_summarizer.evaluation.ranking import Mean, RankingSummary
 from context_summarizer.evaluation.runner import EvalSettings, run_eval
 from context_summarizer.loaders.tokenizers import make_counter
 
-from .real_model import BUDGET, CAP_FIELD, CUT_TOKENS, MAX_SUMMARY_TOKENS, N_CTX
+from .real_model import BUDGET, CAP_FIELD, CUT_TOKENS, N_CTX
 from .real_model_cases import cut_cases
 from .results import Section, markdown_table, print_section
 
@@ -52,6 +53,12 @@ WORK = Path(__file__).resolve().with_name(".reward-ranking")
 CANDIDATES = 4
 TEMPERATURE = 1.0
 QUICK_CASES = 3
+MAX_CASES = 14
+"""The first cut runs taken (of 36; about a third are infeasible at the budget): four answers
+of up to ``SUMMARY_CAP`` tokens each take about 3 minutes a case on 2 cores."""
+SUMMARY_CAP = 768
+"""The summaries' cap. At the real-model section's 256, the 0.5B model ran to the cap in 53 of
+67 candidates (cut off, so refused): too few usable answers to rank."""
 CASES_FILE = "cases.jsonl"
 
 
@@ -84,8 +91,7 @@ def run(
     if not shared.is_dir():
         return _not_run(f"the trajectories are not here: `{shared}`")
     cases = load_cases(shared)
-    if quick:
-        cases = cases[:QUICK_CASES]
+    cases = cases[: QUICK_CASES if quick else MAX_CASES]
     if not cases:
         return _not_run("no run holds a task and an exchange once cut")
     work.mkdir(parents=True, exist_ok=True)
@@ -166,7 +172,7 @@ def _evaluate(cases: Sequence[Case], work: Path, upstream: str, model: str) -> N
         concurrency=1,  # llama.cpp serves one request at a time on these 2 cores
         probes=False,
         progress=False,
-        max_summary_tokens=MAX_SUMMARY_TOKENS,
+        max_summary_tokens=SUMMARY_CAP,
         summary_cap_field=CAP_FIELD,
         candidates=CANDIDATES,
         temperature=TEMPERATURE,
@@ -230,7 +236,7 @@ def _body(ranking: RankingSummary, seconds: float, server: str, cases: int) -> s
             "",
             f"{CANDIDATES} answers per case to the self-summary engine run's first summary "
             f"request, temperature {TEMPERATURE}, seeds 0-{CANDIDATES - 1}; {server}; runs cut "
-            f"to {CUT_TOKENS:,} tokens, budget {BUDGET}, summary cap {MAX_SUMMARY_TOKENS}. "
+            f"to {CUT_TOKENS:,} tokens, budget {BUDGET}, summary cap {SUMMARY_CAP}. "
             "Spearman: mean per case over the cases where both scores vary (how many in "
             "brackets). Summary gold recall: of the gold facts the compacted context misses "
             "without the run's summary message (its text and its ledger), the share the "

@@ -308,6 +308,8 @@ def test_an_evaluator_runs_summaries_and_candidates_export_as_training_data(
     )
     rows = [json.loads(x) for x in scored.read_text().splitlines()]
     assert len(rows) == 2 + 2 * 3  # each row's one answer, and each case's three candidates
+    # Evaluator rows and candidates in one file load as one table.
+    assert _load_as_a_trainer_would(scored, tmp_path)[0] == len(rows)
     back = run("eval", str(scored), "-s", "given", "--out", str(tmp_path / "ev"), "--no-progress")
     assert back.exit_code == 0, back.output
     recall = [json.loads(x) for x in (tmp_path / "ev" / "results.jsonl").read_text().splitlines()]

@@ -26,6 +26,7 @@ from ..evaluation.training_data import (
     TrainingFormat,
     attempt_answer,
     group_lines,
+    origin_details,
     record_origin,
 )
 from .session_stores import StoreOption, opened
@@ -188,7 +189,7 @@ def _candidate_lines(
             )
             for c in found
         ]
-        details = {"model": found[0].model, "temperature": found[0].temperature}
+        details = origin_details(model=found[0].model, temperature=found[0].temperature)
         record = request.record
         origin = Origin("candidates", case_id, details, list(record.facts), record.cap)
         lines += group_lines(origin, answers, None, fmt, **options)

@@ -98,13 +98,33 @@ def attempt_answer(record: SummaryRecord, attempt: SummaryAttempt) -> Answer:
 
 def record_origin(label: str, record: SummaryRecord, kind: Literal["session", "eval"]) -> Origin:
     """The ``Origin`` of a stored or evaluated record."""
-    details = {
-        "checkpoint_id": record.checkpoint_id,
-        "run": [record.start, record.end],
-        "verdict": record.verdict,
-        "model": record.model,
-    }
+    details = origin_details(
+        model=record.model,
+        checkpoint_id=record.checkpoint_id,
+        run=[record.start, record.end],
+        verdict=record.verdict,
+    )
     return Origin(kind, label, details, list(record.facts), record.cap)
+
+
+def origin_details(
+    *,
+    model: str | None,
+    checkpoint_id: str | None = None,
+    run: list[int] | None = None,
+    verdict: str | None = None,
+    temperature: float | None = None,
+) -> dict[str, Any]:
+    """The ``metadata`` fields of where a line came from, every one present on every line (None
+    where it does not apply), so a file mixing sessions, evaluator rows and candidates loads
+    as one table."""
+    return {
+        "model": model,
+        "checkpoint_id": checkpoint_id,
+        "run": run,
+        "verdict": verdict,
+        "temperature": temperature,
+    }
 
 
 def _assistant(text: str) -> list[dict[str, Any]]:
