@@ -125,7 +125,7 @@ def render(
         "",
     ]
     if carried:
-        numbers = ", ".join(f"§{n}" for n in sorted(carried))
+        numbers = ", ".join(f"§{n}" for n in sorted(carried, key=int))
         lines += [
             f"{numbers} did not run this time: carried over as measured before, each at the "
             "commit its command line names.",

@@ -174,5 +174,7 @@ def test_sections_not_run_are_carried_over_with_their_floors() -> None:
         assert again[number].text == carried[number].text
         assert again[number].floor_rows == carried[number].floor_rows
     assert "did not run this time" in text
+    # Numbered in order, §10 after §9 (not as a string after §1).
+    assert "§1, §3, §4, §5, §6, §7, §8, §9, §10, §11, §12 did not run" in text
     positions = [text.index(f"## {n}.") for n in ("1", "2", "3", "4", "5")]
     assert positions == sorted(positions)
