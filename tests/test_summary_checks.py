@@ -169,3 +169,17 @@ def test_an_error_quoted_then_explained_is_not_an_invention_but_an_unseen_one_is
     assert invented_facts(f"## Errors and fixes\n{explained}\n", conversation) == []
     unseen = "ERR-77777: ledger locked by another worker"
     assert invented_facts(f"## Errors and fixes\n{unseen}\n", conversation) == ["ERR-77777"]
+
+
+def test_a_path_made_absolute_under_the_working_directory_is_not_an_invention() -> None:
+    # Real agent runs name files relative to the directory they work in (SWE-bench's /testbed);
+    # a summary that writes them absolute is right, one that adds a directory is not.
+    conversation = "cd /testbed && python -m pytest\nModified astropy/table/table.py (2 lines)"
+    absolute = "Edited /testbed/astropy/table/table.py to fix the mixin."
+    assert invented_facts(absolute, conversation) == []
+    elsewhere = "Edited /testbed/astropy/testtable/table.py to fix the mixin."
+    assert invented_facts(elsewhere, conversation) == ["/testbed/astropy/testtable/table.py"]
+    unseen_root = "Edited /srv/build/astropy/table/table.py to fix the mixin."
+    assert invented_facts(unseen_root, conversation) == ["/srv/build/astropy/table/table.py"]
+    any_file = "Edited /testbed/table.py to fix the mixin."
+    assert invented_facts(any_file, conversation) == ["/testbed/table.py"]

@@ -128,7 +128,23 @@ def invented_facts(summary: str, conversation: str) -> list[str]:
         # A summary goes on after an error's head in its own words ("KeyError: 'x' is still
         # raised"): the head is what must have been seen.
         and not (fact.kind == "error" and mentions(haystack, _head(fact.text), kind="error"))
+        and not (fact.kind == "path" and _resolved(haystack, fact.text))
     ]
+
+
+def _resolved(haystack: str, path: str) -> bool:
+    """Whether ``path`` is a path the conversation mentions made absolute under a directory it
+    also mentions: ``/testbed/src/app.py`` for ``src/app.py`` when the agent works in
+    ``/testbed``. The part kept must name a directory and a file, so ``/x/__init__.py`` is not
+    any ``__init__.py``."""
+    parts = path.split("/")
+    if not path.startswith("/"):
+        return False
+    for cut in range(2, len(parts) - 1):
+        root, rest = "/".join(parts[:cut]), "/".join(parts[cut:])
+        if mentions(haystack, rest, kind="path") and mentions(haystack, root, kind="path"):
+            return True
+    return False
 
 
 def _head(line: str, words: int = 2) -> str:
