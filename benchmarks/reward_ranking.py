@@ -34,7 +34,9 @@ from context_summarizer.evaluation.candidate_files import (
     rank_stored,
     read_candidates,
 )
+from context_summarizer.evaluation.candidates import rescore_candidates
 from context_summarizer.evaluation.dataset import Case, write_dataset
+from context_summarizer.evaluation.evaluate import RowSettings
 from context_summarizer.evaluation.inputs import read_inputs
 from context_summarizer.evaluation.ranking import Mean, RankingSummary
 from context_summarizer.evaluation.runner import EvalSettings, run_eval
@@ -178,6 +180,11 @@ def _evaluate(cases: Sequence[Case], work: Path, upstream: str, model: str) -> N
         temperature=TEMPERATURE,
     )
     run_eval(settings, cases)
+    # Answers stored by an earlier run are judged by today's online check and reward.
+    row = RowSettings(
+        budget=BUDGET, model=model, max_summary_tokens=SUMMARY_CAP, summary_cap_field=CAP_FIELD
+    )
+    rescore_candidates(work, cases, row)
 
 
 def _rho(mean: Mean) -> str:

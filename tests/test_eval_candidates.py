@@ -17,7 +17,7 @@ from context_summarizer.evaluation.candidate_files import (
     CandidateLine,
     CandidateRequest,
 )
-from context_summarizer.evaluation.candidates import CaseScorer
+from context_summarizer.evaluation.candidates import CaseScorer, rescore_candidates
 from context_summarizer.evaluation.dataset import Case, GoldFact, write_dataset
 from context_summarizer.evaluation.evaluate import RowSettings
 from context_summarizer.evaluation.summaries_file import SUMMARIES_FILE, read_summary_records
@@ -227,3 +227,22 @@ def test_a_refused_candidate_costs_no_strict_retry_and_scores_zero(tmp_path: Pat
     assert [line.index for line in sorted(lines, key=lambda x: x.index)] == [0, 1]
     for line in lines:
         assert line.parts is not None and line.parts["problem"] == "echo" and line.reward == 0.0
+
+
+def test_stored_answers_are_scored_again_without_asking_the_model(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    path = dataset(tmp_path, count=1)
+    with TestUpstream(responder=EvalResponder(summarize=seeded_summary_responder)) as upstream:
+        result = invoke(path, *model_args(upstream, out, "-s", "truncate", "--candidates", "2"))
+    assert result.exit_code == 0, result.output
+    settings = RowSettings(budget=0.4, model="gpt-4o")
+    case = noted_case(0)
+    assert rescore_candidates(out, [case], settings) == 0  # nothing changed since
+    # A line scored by some other (older) judgement is judged again from its stored answer.
+    stale = lines_of(out)[0].model_copy(update={"reward": 0.0, "parts": {"problem": "invented"}})
+    with (out / CANDIDATES_FILE).open("a") as handle:
+        handle.write(stale.model_dump_json() + "\n")
+    assert rescore_candidates(out, [case], settings) == 1
+    fresh = {(c.case_id, c.index): c for c in lines_of(out)}[(stale.case_id, stale.index)]
+    assert fresh.reward is not None and fresh.reward > 0 and fresh.parts
+    assert fresh.parts["problem"] is None and fresh.summary == stale.summary

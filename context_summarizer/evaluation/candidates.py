@@ -329,3 +329,35 @@ def run_candidates(
         errors=sum(line.error is not None for line in lines),
         notes=notes,
     )
+
+
+def rescore_candidates(out: Path, cases: Sequence[Case], settings: RowSettings) -> int:
+    """Score every answer stored in ``out`` again, by the reward and gold recall as they are
+    now, without asking the model (a changed online check re-judges old candidates). Lines
+    whose scores changed are appended (the last line per candidate wins); returns how many."""
+    requests = read_jsonl(out / REQUESTS_FILE, CandidateRequest, lambda r: r.case_id)
+    stored = read_candidates(out)
+    changed: list[CandidateLine] = []
+    for case in cases:
+        request = requests.get(case.id)
+        answered = [
+            line
+            for (case_id, _), line in sorted(stored.items())
+            if case_id == case.id and line.error is None and line.summary is not None
+        ]
+        if request is None or not answered:
+            continue
+        scorer = CaseScorer(case, request, settings)
+        for line in answered:
+            outcome = SummaryOutcome(text=line.summary, finish_reason=line.finish_reason)
+            fresh = scorer.line(line.index, line.temperature, outcome)
+            if fresh != line:
+                changed.append(fresh)
+    if changed:
+        appender = JsonlAppender(out / CANDIDATES_FILE)
+        try:
+            for line in changed:
+                appender.write(line)
+        finally:
+            appender.close()
+    return len(changed)
