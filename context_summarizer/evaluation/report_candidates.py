@@ -60,7 +60,7 @@ def candidates_markdown(ranking: RankingSummary) -> str:
             "Several answers to each case's first summary request: does the reward rank them "
             "as gold recall does? (Spearman per case, averaged over the cases where both vary; "
             "summary gold recall counts only the gold facts the context misses without the "
-            "summary text.)",
+            "run's summary message, text and ledger.)",
             "",
             *(f"- {md_text(line)}" for line in overall_lines(ranking)),
             "",
