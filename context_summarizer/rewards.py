@@ -22,12 +22,11 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .core.facts import Fact
+from .core.facts import Fact, ledger_facts
 from .core.messages import message_text
 from .core.rewards import (
     BREVITY_WEIGHT,
     Reward,
-    facts_from_records,
     prefix_facts,
     score_reward,
     split_request,
@@ -108,7 +107,7 @@ def _facts(items: Sequence[Fact | Mapping[str, Any]]) -> list[Fact]:
     return [
         fact
         for item in items
-        for fact in ([item] if isinstance(item, Fact) else facts_from_records([item]))
+        for fact in ([item] if isinstance(item, Fact) else ledger_facts([item]))
     ]
 
 

@@ -168,15 +168,3 @@ def score_reward(
         problem_text=PROBLEM_TEXT[problem] if problem else None,
         invented=invented,
     )
-
-
-def facts_from_records(items: Sequence[Mapping[str, Any]]) -> list[Fact]:
-    """Facts as a record or an export keeps them (``{"kind", "text", "role"}``); items of an
-    unknown kind are skipped."""
-    facts: list[Fact] = []
-    for item in items:
-        try:
-            facts.append(Fact.model_validate(dict(item)))
-        except ValueError:
-            continue
-    return facts

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from .activity import Recording, RequestRecord, SessionRow, namespace_label, roll_up
 from .checkpoints import Checkpoint, Slot
-from .facts import Fact, score_summary
+from .facts import ledger_facts, score_summary
 from .redaction import redact, redact_slot
 
 
@@ -125,7 +125,7 @@ def _summary_view(stored: Slot, messages: list[dict[str, Any]] | None) -> Summar
     # A checkpoint written before keys were kept out of them is shown redacted all the same
     # (credential-shaped strings: the keys themselves are not known here).
     slot = redact_slot(stored)
-    facts = [fact for entry in slot.ledger if (fact := _fact(entry)) is not None]
+    facts = ledger_facts(slot.ledger)
     missed = score_summary(slot.summary, facts).missed if slot.summary else facts
     return SummaryView(
         start=slot.start,
@@ -137,14 +137,6 @@ def _summary_view(stored: Slot, messages: list[dict[str, Any]] | None) -> Summar
         missed=[fact.text for fact in missed],
         replaced=messages[slot.start : slot.end] if messages is not None else None,
     )
-
-
-def _fact(entry: Any) -> Fact | None:
-    """A ledger entry as a fact (None for one that is not a valid fact)."""
-    try:
-        return Fact.model_validate(entry)
-    except ValueError:
-        return None
 
 
 def row_json(row: SessionRow) -> dict[str, Any]:

@@ -28,10 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..core.facts import ledger_facts
 from ..core.redaction import OPAQUE_FIELDS, redact
 from ..core.rewards import (
     Reward,
-    facts_from_records,
     score_reward,
     split_request,
     summary_source,
@@ -86,7 +86,7 @@ def attempt_answer(record: SummaryRecord, attempt: SummaryAttempt) -> Answer:
     prefix, instruction = split_request(attempt.request.get("messages") or [])
     reward = score_reward(
         attempt.summary,
-        facts=facts_from_records(record.facts),
+        facts=ledger_facts(record.facts),
         source=summary_source(prefix, instruction or ""),
         counter=None,
         cap=record.cap,

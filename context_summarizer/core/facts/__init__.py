@@ -20,6 +20,7 @@ from .importance import importance, is_check, is_exploring
 from .ledger import (
     KIND_ORDER,
     LEDGER_HEADER,
+    ledger_facts,
     merge_ledger,
     parse_ledger,
     render_ledger,
@@ -42,6 +43,7 @@ __all__ = [
     "is_check",
     "is_exploring",
     "is_summary_message",
+    "ledger_facts",
     "mentions",
     "merge_ledger",
     "normalize_fact_text",

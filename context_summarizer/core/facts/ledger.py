@@ -4,8 +4,8 @@ into the summary message (``render_ledger``) and read back from it (``parse_ledg
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from typing import get_args
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, get_args
 
 from .fact import Fact, FactKind, FactRole
 from .importance import importance
@@ -92,4 +92,16 @@ def parse_ledger(text: str) -> list[Fact]:
         if kind is not None:
             role = _ROLES.get(match[2]) if match[2] else None
             facts.append(Fact(kind=kind, text=match[3], role=role))
+    return facts
+
+
+def ledger_facts(entries: Iterable[Mapping[str, Any]]) -> list[Fact]:
+    """The facts of ledger entries as slots and records keep them (``{"kind", "text",
+    "role"}``), in order; an entry that is not a valid fact is skipped."""
+    facts: list[Fact] = []
+    for entry in entries:
+        try:
+            facts.append(Fact.model_validate(dict(entry)))
+        except ValueError:
+            continue
     return facts
