@@ -96,11 +96,8 @@ class RedisActivity:
                 members = [self._member(namespace, session)]
             else:
                 members = _of_session(self._redis.zrange(self._key("active"), 0, -1), session)
-            pipe = self._redis.pipeline(transaction=False)
-            for member in members:
-                pipe.lrange(f"{self.prefix}req:{member}", 0, -1)
-            lists = pipe.execute() if members else []
-        records = [RequestRecord.model_validate_json(body) for bodies in lists for body in bodies]
+            bodies = self._list_bodies("req", members)
+        records = [RequestRecord.model_validate_json(body) for body in bodies]
         return sorted(records, key=lambda r: r.at)
 
     def log_requests(self, records: Sequence[RequestRecord]) -> None:
@@ -166,12 +163,19 @@ class RedisActivity:
             members = self._redis.zrange(index, 0, -1)
             if session is not None:
                 members = _of_session(members, session)
-            pipe = self._redis.pipeline(transaction=False)
-            for member in members:
-                pipe.lrange(f"{self.prefix}sum:{member}", 0, -1)
-            lists = pipe.execute() if members else []
-        found = [SummaryRecord.model_validate_json(body) for bodies in lists for body in bodies]
+            bodies = self._list_bodies("sum", members)
+        found = [SummaryRecord.model_validate_json(body) for body in bodies]
         return sorted(found, key=lambda r: r.at)  # stable: a session's list is in written order
+
+    def _list_bodies(self, kind: str, members: Sequence[str]) -> list[str]:
+        """Every item of the ``kind`` lists (``req``, ``sum``) of ``members``, list by list, in
+        one round trip."""
+        if not members:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        for member in members:
+            pipe.lrange(f"{self.prefix}{kind}:{member}", 0, -1)
+        return [body for bodies in pipe.execute() for body in bodies]
 
 
 def _of_session(members: Iterable[str], session: str) -> list[str]:

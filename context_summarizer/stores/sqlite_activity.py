@@ -150,15 +150,8 @@ class SQLiteActivity:
 
     def session_requests(self, namespace: str | None, session: str) -> list[RequestRecord]:
         """A session's request records, oldest first."""
-        sql = "SELECT body FROM requests WHERE session = ?"
-        params: list[Any] = [session]
-        if namespace is not None:
-            sql += " AND namespace = ?"
-            params.append(namespace)
-        with self._lock:
-            self._check_open()
-            rows = self._conn.execute(sql + " ORDER BY at, seq", params).fetchall()
-        return [RequestRecord.model_validate_json(body) for (body,) in rows]
+        bodies = self._bodies("requests", namespace, session, "at, seq")
+        return [RequestRecord.model_validate_json(body) for body in bodies]
 
     def record_conversation(self, recording: Recording) -> None:
         """Keep ``recording`` as its session's latest conversation."""
@@ -176,13 +169,8 @@ class SQLiteActivity:
         self, namespace: str | None = None, session: str | None = None
     ) -> list[Recording]:
         """The recorded conversations, oldest first."""
-        where, params = _where(namespace, session)
-        with self._lock:
-            self._check_open()
-            rows = self._conn.execute(
-                f"SELECT body FROM recordings{where} ORDER BY at", params
-            ).fetchall()
-        return [Recording.model_validate_json(body) for (body,) in rows]
+        bodies = self._bodies("recordings", namespace, session, "at")
+        return [Recording.model_validate_json(body) for body in bodies]
 
     def record_summaries(self, records: Sequence[SummaryRecord]) -> None:
         """Append the summary records of a compaction, in one transaction."""
@@ -205,23 +193,25 @@ class SQLiteActivity:
         self, namespace: str | None = None, session: str | None = None
     ) -> list[SummaryRecord]:
         """The kept summary records, oldest first (by ``at``, then as written)."""
-        where, params = _where(namespace, session)
+        bodies = self._bodies("summary_records", namespace, session, "at, seq")
+        return [SummaryRecord.model_validate_json(body) for body in bodies]
+
+    def _bodies(
+        self, table: str, namespace: str | None, session: str | None, order: str
+    ) -> list[str]:
+        """The ``body`` column of ``table``'s rows of ``namespace`` and ``session`` (None: any),
+        by ``order``."""
+        clauses, params = [], []
+        if namespace is not None:
+            clauses.append("namespace = ?")
+            params.append(namespace)
+        if session is not None:
+            clauses.append("session = ?")
+            params.append(session)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         with self._lock:
             self._check_open()
             rows = self._conn.execute(
-                f"SELECT body FROM summary_records{where} ORDER BY at, seq", params
+                f"SELECT body FROM {table}{where} ORDER BY {order}", params
             ).fetchall()
-        return [SummaryRecord.model_validate_json(body) for (body,) in rows]
-
-
-def _where(namespace: str | None, session: str | None) -> tuple[str, list[str]]:
-    """The ``WHERE`` clause (empty for None and None) and its parameters of a read by
-    namespace and session."""
-    clauses, params = [], []
-    if namespace is not None:
-        clauses.append("namespace = ?")
-        params.append(namespace)
-    if session is not None:
-        clauses.append("session = ?")
-        params.append(session)
-    return (f" WHERE {' AND '.join(clauses)}" if clauses else ""), params
+        return [body for (body,) in rows]
