@@ -35,13 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BudgetExceeded, ConfigurationError, SummarizerError
-from ..core.facts import render_ledger
+from ..core.facts import ledger_facts, render_ledger
 from ..core.results import PrepareResult, SummarizeCall, SummaryOutcome
-from ..core.rewards import facts_from_records
 from ..core.summary_records import SummaryRecord, request_prompt
 from ..core.summary_request import summary_message
 from ..loaders.prompts import load_prompt
-from ..loaders.tokenizers import make_counter
 from ..rewards import SummaryReward
 from .candidate_files import (
     CANDIDATES_FILE,
@@ -52,10 +50,10 @@ from .candidate_files import (
     read_candidates,
     read_jsonl,
 )
-from .compaction import CompactionInput, SummaryClient
+from .compaction import SummaryClient
 from .dataset import Case, GoldFact
 from .engine_strategies import DEFAULT_LEDGER_TOKENS, engine_config, run_engine
-from .evaluate import DEFAULT_AGENT_MODEL, RowSettings, case_budget
+from .evaluate import RowSettings, agent_model, case_input
 from .jsonl_files import JsonlAppender
 from .metrics import context_text, gold_fact_recall
 from .ranking import RankingSummary
@@ -151,22 +149,9 @@ def engine_request(
 ) -> tuple[CandidateRequest | None, SummaryOutcome | None, str | None]:
     """The ``self-summary`` engine run of ``case``, its first answer asked as candidate 0:
     the case's request (None, with why, when it has none) and that answer."""
-    model = settings.model or case.model or DEFAULT_AGENT_MODEL
-    counter = make_counter(model)
-    before, budget = case_budget(settings, counter, case)
-    if before <= budget:
+    job, before = case_input(settings, case, client)
+    if before <= job.budget_tokens:
         return None, None, f"{case.id}: fits its budget, no summary request"
-    job = CompactionInput(
-        case=case,
-        budget_tokens=budget,
-        counter=counter,
-        agent_model=model,
-        client=client,
-        context_window=settings.context_window,
-        prompt_version=settings.prompt_version,
-        max_summary_tokens=settings.max_summary_tokens,
-        summary_cap_field=settings.summary_cap_field,
-    )
     config = engine_config(
         job, ledger_max_tokens=DEFAULT_LEDGER_TOKENS, max_summary_tokens=settings.max_summary_tokens
     )
@@ -200,9 +185,9 @@ class CaseScorer:
     def __init__(self, case: Case, request: CandidateRequest, settings: RowSettings) -> None:
         self.case = case
         self.request = request
-        self.reward = SummaryReward(model=settings.model or case.model or DEFAULT_AGENT_MODEL)
+        self.reward = SummaryReward(model=agent_model(settings, case))
         self.frame = load_prompt("summary_frame", settings.prompt_version)
-        self.ledger = render_ledger(facts_from_records(request.record.facts))
+        self.ledger = render_ledger(ledger_facts(request.record.facts))
         engine_text = str(request.messages[request.position].get("content") or "")
         marker = self.ledger.strip()
         # What the engine's message carries after its ledger (the recall index, when on).

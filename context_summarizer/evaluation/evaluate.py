@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from ..core.config import SummaryCapField
 from ..core.errors import BudgetExceeded, SummarizerError
 from ..core.summary_records import SummaryRecord
-from ..core.tokens import TokenCounter
 from ..loaders.prompts import DEFAULT_VERSION
 from ..loaders.tokenizers import make_counter
 from .compaction import CompactionInput, Strategy, SummaryClient, request_tokens
@@ -71,12 +70,37 @@ class Evaluated:
     records: list[SummaryRecord]
 
 
-def case_budget(settings: RowSettings, counter: TokenCounter, case: Case) -> tuple[int, int]:
-    """The case's tokens before compaction, and its budget: ``budget`` x those tokens (or x
-    ``context_window``), at least 1."""
+def agent_model(settings: RowSettings, case: Case) -> str:
+    """The run's model, else the case's, else ``DEFAULT_AGENT_MODEL``."""
+    return settings.model or case.model or DEFAULT_AGENT_MODEL
+
+
+def case_input(
+    settings: RowSettings,
+    case: Case,
+    client: SummaryClient | None,
+    variant: str | None = None,
+) -> tuple[CompactionInput, int]:
+    """``case`` as a strategy is given it under ``settings`` (the agent model, its counter, the
+    budget: ``budget`` x the case's tokens, or x ``context_window``, at least 1), and the
+    case's tokens before compaction."""
+    model = agent_model(settings, case)
+    counter = make_counter(model)
     before = request_tokens(counter, case.messages, case.tools)
     base = settings.context_window or before
-    return before, max(1, int(settings.budget * base))
+    job = CompactionInput(
+        case=case,
+        budget_tokens=max(1, int(settings.budget * base)),
+        counter=counter,
+        agent_model=model,
+        variant=variant,
+        client=client,
+        context_window=settings.context_window,
+        prompt_version=settings.prompt_version,
+        max_summary_tokens=settings.max_summary_tokens,
+        summary_cap_field=settings.summary_cap_field,
+    )
+    return job, before
 
 
 class FullContextProbes:
@@ -109,7 +133,7 @@ class Evaluator:
 
     def agent_model(self, case: Case) -> str:
         """The run's model, else the case's, else ``DEFAULT_AGENT_MODEL``."""
-        return self.settings.model or case.model or DEFAULT_AGENT_MODEL
+        return agent_model(self.settings, case)
 
     def _full_context_probes(self, case: Case) -> list[Graded]:
         assert self.client is not None
@@ -130,10 +154,9 @@ class Evaluator:
         """The row of ``job`` and its summary records. A summarizer error or ``ValueError`` from
         the strategy, or a model call that failed after its retries, makes an ``error`` row;
         other exceptions (bugs) propagate and stop the run."""
-        case, settings = job.case, self.settings
-        model = self.agent_model(case)
-        counter = make_counter(model)
-        before, budget = case_budget(settings, counter, case)
+        case = job.case
+        given, before = case_input(self.settings, case, self.client, job.variant)
+        model = given.agent_model
         row = ResultRow(
             case_id=case.id,
             strategy=job.strategy.name,
@@ -142,24 +165,11 @@ class Evaluator:
             status="ok",
             agent_model=model,
             tokens_before=before,
-            budget_tokens=budget,
+            budget_tokens=given.budget_tokens,
         )
         started = time.monotonic()
         try:
-            compaction = job.strategy.compact(
-                CompactionInput(
-                    case=case,
-                    budget_tokens=budget,
-                    counter=counter,
-                    agent_model=model,
-                    variant=job.variant,
-                    client=self.client,
-                    context_window=settings.context_window,
-                    prompt_version=settings.prompt_version,
-                    max_summary_tokens=settings.max_summary_tokens,
-                    summary_cap_field=settings.summary_cap_field,
-                )
-            )
+            compaction = job.strategy.compact(given)
         except BudgetExceeded as exc:
             update: dict[str, object] = {
                 "status": "infeasible",
